@@ -1,0 +1,44 @@
+# Two commands matter: `make demo` and `make test`. Both set everything up first.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+export DAGSTER_HOME ?= $(CURDIR)/var/dagster-home
+export NOTARIUS_DATA ?= $(CURDIR)/var/data
+export NOTARIUS_INBOX ?= $(CURDIR)/var/inbox
+SAMPLE := samples/crd3-c2e001-slice.jsonl
+
+.PHONY: setup demo test test-fast ui lint typecheck schemas clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	# llama.cpp builds from source (a few minutes the first time; pip caches the wheel).
+	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(PY) -m pip install --quiet -e '.[offline,dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+	mkdir -p $(DAGSTER_HOME) $(NOTARIUS_DATA) $(NOTARIUS_INBOX)
+	test -f $(DAGSTER_HOME)/dagster.yaml || cp dagster.yaml $(DAGSTER_HOME)/dagster.yaml
+
+demo: setup
+	$(VENV)/bin/notarius run $(SAMPLE) --config configs/offline.yaml --out $(NOTARIUS_DATA)/bundles
+
+test: setup
+	$(PY) -m pytest -q
+
+test-fast: setup
+	$(PY) -m pytest -q -m "not slow"
+
+ui: setup
+	$(VENV)/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+
+schemas: setup
+	$(PY) -m notarius_dagster.schemas --write
+
+clean:
+	rm -rf var

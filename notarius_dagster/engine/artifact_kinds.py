@@ -1,0 +1,65 @@
+"""The registry of artifact kinds. A kind ties a name (`dnd/npc-list`) to its pydantic model,
+schema identity, the list field that holds its records, and an explicit, typed projection of
+its source references (used by validators and the evidence context). Domain packages register
+kinds; generic code only ever sees them through this registry."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel
+
+from notarius_dagster.engine.models import SourceRef
+
+SourceRefProjection = Callable[[BaseModel], Iterable[SourceRef]]
+
+
+@dataclass(frozen=True)
+class ArtifactKind:
+    """Everything generic code needs to know about one artifact kind."""
+
+    kind: str
+    model: type[BaseModel]
+    schema_id: str
+    schema_name: str
+    schema_version: str
+    items_field: str
+    project_source_refs: SourceRefProjection
+
+    def json_schema(self) -> dict[str, Any]:
+        """The JSON Schema generated from the model (the checked-in file must equal it)."""
+        schema = self.model.model_json_schema()
+        schema["$id"] = self.schema_id
+        schema["title"] = self.schema_name
+        return schema
+
+    def parse(self, payload: dict[str, Any]) -> BaseModel:
+        return self.model.model_validate(payload)
+
+    def source_refs(self, payload: dict[str, Any]) -> list[SourceRef]:
+        """Direct references of a (valid) payload, in record order."""
+        return list(self.project_source_refs(self.parse(payload)))
+
+
+_KINDS: dict[str, ArtifactKind] = {}
+
+
+def register_kind(kind: ArtifactKind) -> ArtifactKind:
+    existing = _KINDS.get(kind.kind)
+    if existing is not None and existing != kind:
+        raise ValueError(f"artifact kind {kind.kind!r} registered twice")
+    _KINDS[kind.kind] = kind
+    return kind
+
+
+def get_kind(name: str) -> ArtifactKind:
+    try:
+        return _KINDS[name]
+    except KeyError:
+        raise KeyError(f"unknown artifact kind {name!r}") from None
+
+
+def registered_kinds() -> dict[str, ArtifactKind]:
+    return dict(_KINDS)

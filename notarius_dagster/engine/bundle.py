@@ -1,0 +1,154 @@
+"""The JSON bundle: logical files, the encoder's refusals, and the atomic publish.
+
+The encoder refuses (before anything is written) unsupported media types, values that are not
+valid JSON, unsafe logical paths and lane ids whose sanitized file names collide. Publishing
+writes a complete new version folder, then swaps the session's symlink in one `rename`: readers
+see the previous bundle or the new one, never a mix, and a failure leaves the previous intact."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from notarius_dagster.engine.errors import OutputError
+
+JSON_MEDIA_TYPE = "application/json"
+VERSIONS_DIR = ".versions"
+_SAFE_SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+@dataclass(frozen=True)
+class LogicalFile:
+    path: str
+    media_type: str
+    payload: Any
+
+
+def sanitize_lane_file_name(lane_id: str) -> str:
+    return re.sub(r"[^a-z0-9_-]+", "-", lane_id.strip().lower()).strip("-") or "lane"
+
+
+def lane_file(lane_id: str) -> str:
+    return f"lanes/{sanitize_lane_file_name(lane_id)}.json"
+
+
+def _check_path(path: str) -> None:
+    pure = PurePosixPath(path)
+    if (not path or path.startswith("/") or "\\" in path or pure.is_absolute()
+            or any(not _SAFE_SEGMENT.match(part) for part in pure.parts)
+            or any(part in (".", "..") for part in pure.parts)):
+        raise OutputError(f"unsafe logical path {path!r}; nothing was written")
+
+
+def encode_bundle(files: Sequence[LogicalFile]) -> dict[str, bytes]:
+    """Check every refusal, then render each file as pretty-printed UTF-8 JSON."""
+    encoded: dict[str, bytes] = {}
+    for f in files:
+        _check_path(f.path)
+        if f.media_type != JSON_MEDIA_TYPE:
+            raise OutputError(f"{f.path}: unsupported media type {f.media_type!r}; "
+                              "nothing was written")
+        if f.path.lower() in {p.lower() for p in encoded}:
+            raise OutputError(f"{f.path}: duplicate output file name (lane ids collide after "
+                              "sanitizing); nothing was written")
+        try:
+            text = json.dumps(f.payload, indent=2, ensure_ascii=False, allow_nan=False,
+                              sort_keys=False)
+            json.loads(text)
+        except (TypeError, ValueError) as exc:
+            raise OutputError(f"{f.path}: payload is not valid JSON ({type(exc).__name__}); "
+                              "nothing was written") from None
+        encoded[f.path] = (text + "\n").encode()
+    return encoded
+
+
+def lane_files(lanes: Sequence[tuple[str, Any]]) -> list[LogicalFile]:
+    """Lane payloads as logical files, refusing sanitized-name collisions."""
+    seen: dict[str, str] = {}
+    out = []
+    for lane_id, payload in lanes:
+        path = lane_file(lane_id)
+        if path in seen:
+            raise OutputError(f"lanes {seen[path]!r} and {lane_id!r} share the output file name "
+                              f"{path!r}; nothing was written")
+        seen[path] = lane_id
+        out.append(LogicalFile(path, JSON_MEDIA_TYPE, payload))
+    return out
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def publish_bundle(root: Path, session_id: str, encoded: dict[str, bytes]) -> Path:
+    """Write a new version and atomically point `root/session_id` at it. Returns the path
+    readers use (`root/session_id`)."""
+    root = Path(root)
+    versions = root / VERSIONS_DIR / session_id
+    versions.mkdir(parents=True, exist_ok=True)
+    version = versions / uuid.uuid4().hex
+    staging = versions / f".staging-{version.name}"
+    try:
+        for rel, data in encoded.items():
+            target = staging / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with open(target, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+        os.replace(staging, version)
+        _fsync_dir(versions)
+        link = root / session_id
+        if link.exists() and not link.is_symlink():
+            raise OutputError(f"bundle location for session {session_id!r} is not managed by "
+                              "notarius (a real folder stands there); nothing was replaced")
+        tmp_link = root / f".link-{session_id}-{uuid.uuid4().hex}"
+        os.symlink(os.path.relpath(version, root), tmp_link)
+        os.replace(tmp_link, link)
+        _fsync_dir(root)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        if version.exists() and os.path.realpath(root / session_id) != str(version.resolve()):
+            shutil.rmtree(version, ignore_errors=True)
+        raise
+    _prune_versions(versions, keep={version.name, *_previous(versions, version.name)})
+    return root / session_id
+
+
+def _previous(versions: Path, current: str) -> list[str]:
+    others = sorted((p for p in versions.iterdir() if p.is_dir() and not p.name.startswith(".")
+                     and p.name != current), key=lambda p: p.stat().st_mtime)
+    return [others[-1].name] if others else []
+
+
+def _prune_versions(versions: Path, keep: set[str]) -> None:
+    """Keep the current version and the one before it (a reader may still be inside it)."""
+    for p in versions.iterdir():
+        if p.name not in keep:
+            shutil.rmtree(p, ignore_errors=True)
+
+
+def remove_bundle(root: Path, session_id: str) -> bool:
+    """Delete a session's published bundle and all its versions."""
+    root = Path(root)
+    link = root / session_id
+    existed = link.is_symlink() or link.exists()
+    if link.is_symlink():
+        link.unlink()
+    shutil.rmtree(root / VERSIONS_DIR / session_id, ignore_errors=True)
+    return existed
+
+
+def read_bundle_file(root: Path, session_id: str, rel: str) -> dict[str, Any]:
+    return json.loads((Path(root) / session_id / rel).read_text(encoding="utf-8"))

@@ -1,0 +1,135 @@
+"""Pipeline profiles: the YAML a user writes, parsed into strict pydantic models.
+
+Unknown keys are refused, and every error names the profile file and the key path that is
+wrong (for example `pipeline.lanes[0].extract.retries`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from notarius_dagster.engine.errors import ProfileError
+
+DEFAULT_CHUNK_MODULE = "generic"
+DEFAULT_MERGE_MODULE = "appendorder"
+DEFAULT_NORMALIZE_MODULE = "noop"
+DEFAULT_OUTPUT_MODULE = "json"
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ReferenceBindingConfig(Strict):
+    """Where a reference slot's content comes from: a file, or another lane's artifact."""
+
+    path: str | None = None
+    lane: str | None = None
+
+    @field_validator("lane")
+    @classmethod
+    def _lane_not_blank(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("must not be blank")
+        return value
+
+    def model_post_init(self, __context: Any) -> None:
+        if (self.path is None) == (self.lane is None):
+            raise ValueError("a binding needs exactly one of 'path' or 'lane'")
+
+
+class StageConfig(Strict):
+    """A module binding for one stage: module key, options, retries, validator override."""
+
+    module: str
+    options: dict[str, Any] = Field(default_factory=dict)
+    retries: int = Field(default=0, ge=0, le=10)
+    validators: list[str] | None = Field(
+        default=None,
+        description="null: the central defaults; a list (even empty) overrides them",
+    )
+    references: dict[str, ReferenceBindingConfig] = Field(default_factory=dict)
+
+
+class LaneConfig(Strict):
+    """One artifact lane: extract per chunk, merge, normalize."""
+
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{0,47}$")
+    extract: StageConfig
+    merge: StageConfig | None = None
+    normalize: StageConfig | None = None
+
+
+class InputConfig(Strict):
+    format: str | None = Field(default=None, description="null: chosen by file extension")
+
+
+class OutputConfig(Strict):
+    module: str = DEFAULT_OUTPUT_MODULE
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+class PipelineConfig(Strict):
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,63}$")
+    description: str = ""
+    input: InputConfig = Field(default_factory=InputConfig)
+    chunk: StageConfig = Field(default_factory=lambda: StageConfig(module=DEFAULT_CHUNK_MODULE))
+    llm_profile: str
+    references: dict[str, ReferenceBindingConfig] = Field(default_factory=dict)
+    lanes: list[LaneConfig] = Field(min_length=1)
+    output: OutputConfig = Field(default_factory=OutputConfig)
+
+
+class ProfileFile(Strict):
+    """The whole YAML file: one pipeline and the named LLM profiles it may use."""
+
+    version: Literal[1] = 1
+    pipeline: PipelineConfig
+    llm_profiles: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+
+def key_path(loc: tuple[int | str, ...]) -> str:
+    """Render a pydantic error location as `a.b[0].c`."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "(top level)"
+
+
+def parse_profile(data: Any, *, profile_name: str) -> ProfileFile:
+    """Validate already-loaded YAML data; the first error names its key path."""
+    if not isinstance(data, dict):
+        raise ProfileError(profile_name, "(top level)", "expected a mapping")
+    try:
+        return ProfileFile.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = tuple(p for p in first["loc"] if not str(p).startswith("function-after"))
+        problem = first["msg"]
+        if first["type"] == "extra_forbidden":
+            problem = "unknown key"
+        raise ProfileError(profile_name, key_path(loc), problem) from None
+
+
+def load_profile(path: Path) -> ProfileFile:
+    """Read and validate a profile file. YAML syntax errors name the line."""
+    name = path.name
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ProfileError(name, "(file)", "profile file not found") from None
+    except UnicodeDecodeError:
+        raise ProfileError(name, "(file)", "profile is not UTF-8") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark is not None else "(file)"
+        raise ProfileError(name, where, "invalid YAML") from None
+    return parse_profile(data, profile_name=name)

@@ -1,0 +1,130 @@
+"""What stage modules receive and return. Requests are plain dataclasses (they hold a client
+and prepared references, which are not values); outputs are frozen models."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from pydantic import Field
+
+from notarius_dagster.engine.artifact_kinds import ArtifactKind
+from notarius_dagster.engine.llm_contract import StructuredClient, StructuredResponse
+from notarius_dagster.engine.models import Chunk, Frozen, RunWarning, SourceDocument
+
+
+class LLMUsage(Frozen):
+    """LLM accounting for one module output: calls, tokens, cost, and the ladder rungs."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    rungs: dict[str, int] = Field(default_factory=dict)
+
+    @classmethod
+    def of(cls, response: StructuredResponse) -> LLMUsage:
+        return cls(
+            calls=response.calls,
+            prompt_tokens=response.prompt_tokens,
+            completion_tokens=response.completion_tokens,
+            cost_usd=response.cost_usd,
+            rungs={response.rung: 1},
+        )
+
+    def __add__(self, other: LLMUsage) -> LLMUsage:
+        rungs = dict(self.rungs)
+        for rung, count in other.rungs.items():
+            rungs[rung] = rungs.get(rung, 0) + count
+        return LLMUsage(
+            calls=self.calls + other.calls,
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            cost_usd=round(self.cost_usd + other.cost_usd, 8),
+            rungs=rungs,
+        )
+
+
+class ModuleOutput(Frozen):
+    """A raw module output. `payload` is None only when a structured answer never validated;
+    `schema_errors` then says why (paths, not values). `skipped` marks a deterministic result
+    made without an LLM call (for example scene gating)."""
+
+    payload: dict[str, Any] | None
+    warnings: tuple[RunWarning, ...] = ()
+    usage: LLMUsage = Field(default_factory=LLMUsage)
+    schema_errors: tuple[str, ...] = ()
+    skipped: bool = False
+    provenance: dict[str, Any] = Field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PreparedReference:
+    """A bound reference ready for a module: its provenance, decoded text, and (for a
+    structured slot) the validated artifact payload. Immutable and thread-safe to share."""
+
+    slot: str
+    origin: str  # "file" or "lane"
+    kind: str | None
+    media_type: str
+    digest: str
+    text: str | None = None
+    artifact: Mapping[str, Any] | None = None
+    provenance: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What every request carries besides its own inputs."""
+
+    session_id: str
+    lane_id: str | None
+    module_key: str
+    options: Mapping[str, Any]
+    references: Mapping[str, PreparedReference]
+    client: StructuredClient | None
+    kind: ArtifactKind | None = None
+
+
+@dataclass(frozen=True)
+class ChunkRequest:
+    document: SourceDocument
+    context: RunContext
+
+
+@dataclass(frozen=True)
+class ExtractRequest:
+    document: SourceDocument
+    chunk: Chunk
+    context: RunContext
+
+
+@dataclass(frozen=True)
+class MergeRequest:
+    document: SourceDocument
+    extracts: tuple[ModuleOutput, ...]
+    context: RunContext
+
+
+@dataclass(frozen=True)
+class NormalizeRequest:
+    document: SourceDocument
+    merged: ModuleOutput
+    context: RunContext
+
+
+class Chunker(Protocol):
+    def chunk(self, request: ChunkRequest) -> list[Chunk]: ...
+
+
+class Extractor(Protocol):
+    def extract(self, request: ExtractRequest) -> ModuleOutput: ...
+
+
+class Merger(Protocol):
+    def merge(self, request: MergeRequest) -> ModuleOutput: ...
+
+
+class Normalizer(Protocol):
+    def normalize(self, request: NormalizeRequest) -> ModuleOutput: ...

@@ -1,0 +1,58 @@
+"""Error types. Every message is content-safe: it names what is wrong and where (file name,
+line, key path, lane, chunk), never transcript text, prompts, responses or credentials."""
+
+from __future__ import annotations
+
+
+class NotariusError(Exception):
+    """Base of every error the engine raises on purpose."""
+
+
+class InputError(NotariusError):
+    """A transcript could not be parsed into a source document."""
+
+
+class SessionIdError(NotariusError):
+    """A session id is not usable as a partition key and folder name."""
+
+
+class ProfileError(NotariusError):
+    """A pipeline profile is invalid; the message names the profile and the key path."""
+
+    def __init__(self, profile: str, key_path: str, problem: str) -> None:
+        self.profile = profile
+        self.key_path = key_path
+        self.problem = problem
+        super().__init__(f"profile {profile!r}: {key_path}: {problem}")
+
+
+class ResolutionError(NotariusError):
+    """The profile parsed but cannot be resolved against the module catalog."""
+
+
+class ReferenceError_(NotariusError):
+    """A reference binding or a bound reference is invalid (named to avoid the builtin)."""
+
+
+class ChunkingError(NotariusError):
+    """A chunker failed at framework level (not a validator rejection)."""
+
+
+class LaneError(NotariusError):
+    """A lane stage failed at framework level after its retries."""
+
+
+class LLMError(NotariusError):
+    """An LLM call failed; the message carries the provider's own words, never the prompt."""
+
+
+class LLMUnavailableError(LLMError):
+    """A chosen LLM tier cannot be used here (missing key, missing server); never substituted."""
+
+
+class OutputError(NotariusError):
+    """The output encoder refused the bundle; nothing was written."""
+
+
+class EvidenceError(NotariusError):
+    """Evidence projection met an invalid reference; nothing is published."""

@@ -1,0 +1,92 @@
+"""SubRip (.srt) transcripts, parsed without a dependency.
+
+SRT has no speaker field, so a `Speaker: text` lead on the subtitle text is read as the
+speaker (the same heuristic as plain text). The sequence number becomes the unit id because
+it is the one stable name the file gives each subtitle; it must therefore be an integer and
+unique, and is never renumbered.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from notarius_dagster.engine.inputs.base import (
+    UTTERANCE,
+    clock_seconds,
+    line_error,
+    require_ordered_times,
+    split_lines,
+    split_speaker,
+)
+from notarius_dagster.engine.models import SourceUnit
+
+_SEQUENCE = re.compile(r"[0-9]{1,18}")
+_TIMESTAMP = r"(\d{1,6}):([0-5]\d):([0-5]\d),(\d{3})"
+# Trailing text after the end time (e.g. "X1:40 X2:600 Y1:20 Y2:50") is positioning; ignored.
+_TIMING = re.compile(_TIMESTAMP + r"[ \t]+-->[ \t]+" + _TIMESTAMP + r"(?:[ \t]+.*)?")
+# The formatting tags SRT players honour; anything else in angle brackets is left as text.
+_FORMAT_TAG = re.compile(r"</?(?:i|b|u|font)(?:\s[^>]*)?>", re.IGNORECASE)
+_TIMING_HINT = "expected 'HH:MM:SS,mmm --> HH:MM:SS,mmm'"
+
+
+def _blocks(lines: list[str]) -> list[tuple[int, list[str]]]:
+    """Blank-line separated blocks with the 1-based line number of each block's first line."""
+    blocks: list[tuple[int, list[str]]] = []
+    current: list[str] = []
+    start = 0
+    for index, line in enumerate(lines):
+        if line.strip():
+            if not current:
+                start = index + 1
+            current.append(line)
+        elif current:
+            blocks.append((start, current))
+            current = []
+    if current:
+        blocks.append((start, current))
+    return blocks
+
+
+class SrtAdapter:
+    """One unit per subtitle block, in file order; `unit_id` is the block's sequence number."""
+
+    key = "srt"
+    media_type = "application/x-subrip"
+
+    def parse_units(self, text: str, file_name: str) -> list[SourceUnit]:
+        units: list[SourceUnit] = []
+        id_lines: dict[int, int] = {}
+        for start_line, block in _blocks(split_lines(text)):
+            if _SEQUENCE.fullmatch(block[0].strip()) is None:
+                raise line_error(
+                    file_name, start_line, "expected a subtitle sequence number (an integer)"
+                )
+            unit_id = int(block[0].strip())
+            if unit_id in id_lines:
+                raise line_error(
+                    file_name,
+                    start_line,
+                    f"sequence number {unit_id} repeats the one on line {id_lines[unit_id]}",
+                )
+            id_lines[unit_id] = start_line
+            timing_line_no = start_line + 1
+            if len(block) < 2:
+                raise line_error(
+                    file_name, start_line, f"sequence number without a timing line; {_TIMING_HINT}"
+                )
+            match = _TIMING.fullmatch(block[1].strip())
+            if match is None:
+                raise line_error(file_name, timing_line_no, f"malformed timing; {_TIMING_HINT}")
+            start = clock_seconds(*match.group(1, 2, 3, 4))
+            end = clock_seconds(*match.group(5, 6, 7, 8))
+            require_ordered_times(file_name, timing_line_no, start, end)
+            body = _FORMAT_TAG.sub("", "\n".join(line.strip() for line in block[2:])).strip()
+            speaker, body = split_speaker(body)
+            metadata: dict[str, Any] = {}
+            if speaker is not None:
+                metadata["speaker"] = speaker
+            metadata["start"] = start
+            metadata["end"] = end
+            units.append(SourceUnit(unit_id=unit_id, kind=UTTERANCE, text=body, metadata=metadata))
+        return units

@@ -1,0 +1,130 @@
+"""Frozen value models that cross stage boundaries: source units, documents, references,
+chunks, warnings and rejections. Everything here is domain-neutral."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class Frozen(BaseModel):
+    """Base for immutable, strict values."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class SourceUnit(Frozen):
+    """One utterance or line of a transcript. `unit_id` is unique but not ordered: order is
+    the unit's position in the document, never id arithmetic."""
+
+    unit_id: int
+    kind: str = "utterance"
+    text: str
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class SourceDocument(Frozen):
+    """A parsed transcript: the session id and its units in document order."""
+
+    source_id: str
+    media_type: str
+    units: tuple[SourceUnit, ...]
+    digest: str = Field(description="sha256 over the canonical units (semantic, not raw bytes)")
+
+    @model_validator(mode="after")
+    def _unique_ids(self) -> SourceDocument:
+        seen: set[int] = set()
+        for position, unit in enumerate(self.units):
+            if unit.unit_id in seen:
+                raise ValueError(f"unit id {unit.unit_id} repeats at position {position}")
+            seen.add(unit.unit_id)
+        return self
+
+    def position_index(self) -> dict[int, int]:
+        """Map unit id to its zero-based document position."""
+        return {unit.unit_id: position for position, unit in enumerate(self.units)}
+
+
+class SourceRef(Frozen):
+    """A citation: an inclusive range of unit ids of one source document, resolved by
+    document position (start at or before end)."""
+
+    source_id: str
+    start_unit_id: int
+    end_unit_id: int
+
+
+class Chunk(Frozen):
+    """A slice of the document handed to one extraction. `unit_ids` are in document order."""
+
+    chunk_id: str
+    index: int
+    source_id: str
+    start_unit_id: int
+    end_unit_id: int
+    unit_ids: tuple[int, ...]
+    content: str
+    media_type: str = "text/plain"
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    digest: str = ""
+
+    def source_ref(self) -> SourceRef:
+        return SourceRef(
+            source_id=self.source_id,
+            start_unit_id=self.start_unit_id,
+            end_unit_id=self.end_unit_id,
+        )
+
+
+class ChunkMap(Frozen):
+    """The validated chunks of one document, published as chunk-map.json (no transcript text)."""
+
+    source_id: str
+    source_digest: str
+    chunker: str
+    chunks: tuple[Chunk, ...]
+
+    def public_view(self) -> dict[str, Any]:
+        """The published form: ids, indexes, ranges, unit ids and digests, no content."""
+        return {
+            "source_id": self.source_id,
+            "source_digest": self.source_digest,
+            "chunker": self.chunker,
+            "chunks": [
+                {
+                    "chunk_id": c.chunk_id,
+                    "index": c.index,
+                    "start_unit_id": c.start_unit_id,
+                    "end_unit_id": c.end_unit_id,
+                    "unit_ids": list(c.unit_ids),
+                    "digest": c.digest,
+                }
+                for c in self.chunks
+            ],
+        }
+
+
+Stage = Literal["input", "chunk", "extract", "merge", "normalize", "validate", "output"]
+
+
+class RunWarning(Frozen):
+    """A bounded, content-safe warning from an attempt whose output was used."""
+
+    stage: Stage
+    code: str
+    message: str
+    lane: str | None = None
+    chunk_id: str | None = None
+
+
+class Rejection(Frozen):
+    """A validator rejected an output: recorded in rejected.json, not fatal."""
+
+    stage: Stage
+    lane: str | None
+    module: str
+    chunk_id: str | None
+    validator: str
+    message: str
+    attempts: int

@@ -1,0 +1,62 @@
+"""Options of the `json` output module, checked at resolution: today the evidence-context
+policy of reference/published-evidence-context.md (opt-in, explicit lane allowlist)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from notarius_dagster.engine.artifact_kinds import registered_kinds
+
+Fail = Callable[[str, str], Exception]
+DEFAULT_WINDOW_UNITS = 3
+
+
+def validate_output_options(options: Mapping[str, Any], *, configured_lanes: Mapping[str, str | None],
+                            fail: Fail) -> dict[str, Any]:
+    """Return canonical options: `{"evidence_context": None | {enabled, window_units, lanes}}`."""
+    unknown = sorted(set(options) - {"evidence_context"})
+    if unknown:
+        raise fail(unknown[0], "unknown key")
+    ec = options.get("evidence_context")
+    if ec is None:
+        return {"evidence_context": None}
+    if not isinstance(ec, Mapping):
+        raise fail("evidence_context", "expected a mapping")
+    extra = sorted(set(ec) - {"enabled", "window_units", "lanes"})
+    if extra:
+        raise fail(f"evidence_context.{extra[0]}", "unknown key")
+    if "enabled" not in ec:
+        raise fail("evidence_context.enabled", "required when evidence_context is present")
+    if not isinstance(ec["enabled"], bool):
+        raise fail("evidence_context.enabled", "must be true or false")
+    if not ec["enabled"]:
+        for key in ("lanes", "window_units"):
+            if key in ec:
+                raise fail(f"evidence_context.{key}",
+                           "not allowed when enabled is false (it would be silently ignored)")
+        return {"evidence_context": None}
+    window = ec.get("window_units", DEFAULT_WINDOW_UNITS)
+    if not isinstance(window, int) or isinstance(window, bool) or window < 0:
+        raise fail("evidence_context.window_units", "must be a non-negative integer")
+    lanes = ec.get("lanes")
+    if not isinstance(lanes, list) or not lanes:
+        raise fail("evidence_context.lanes", "a non-empty list of lane ids is required")
+    cleaned: list[str] = []
+    for i, lane in enumerate(lanes):
+        if not isinstance(lane, str) or not lane.strip():
+            raise fail(f"evidence_context.lanes[{i}]", "must be a non-blank lane id")
+        lane = lane.strip()
+        if lane in cleaned:
+            raise fail(f"evidence_context.lanes[{i}]", f"duplicate lane id {lane!r}")
+        if lane not in configured_lanes:
+            raise fail(f"evidence_context.lanes[{i}]",
+                       f"lane {lane!r} is not configured; configured: {sorted(configured_lanes)}")
+        kind = configured_lanes[lane]
+        registered = registered_kinds().get(kind or "")
+        if registered is None or registered.project_source_refs is None:
+            raise fail(f"evidence_context.lanes[{i}]",
+                       f"lane {lane!r} has artifact kind {kind!r}, which exposes no source evidence")
+        cleaned.append(lane)
+    return {"evidence_context": {"enabled": True, "window_units": window,
+                                 "lanes": sorted(cleaned)}}

@@ -1,0 +1,149 @@
+"""Reference materialization: bound slots become `PreparedReference`s before any LLM work.
+
+External files: UTF-8 only, `sha256:` digest, canonical media type from the extension
+(unknown: application/octet-stream), declared byte limit, a warning for an empty file,
+accepted media types checked only when the slot declares them; a structured slot's artifact is
+decoded and validated. Generated references are other lanes' accepted artifacts, validated at
+this boundary. Content never appears in errors, manifests or metadata: provenance does."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from notarius_dagster.engine.artifact_kinds import get_kind
+from notarius_dagster.engine.contracts import PreparedReference
+from notarius_dagster.engine.digest import digest_of, sha256_digest
+from notarius_dagster.engine.errors import ReferenceError_
+from notarius_dagster.engine.models import RunWarning
+from notarius_dagster.engine.resolution import ResolvedBinding, ResolvedStage
+from notarius_dagster.engine.validators import schema_problems
+
+MEDIA_TYPES = {
+    ".json": "application/json", ".jsonl": "application/x-ndjson", ".txt": "text/plain",
+    ".md": "text/markdown", ".yaml": "application/yaml", ".yml": "application/yaml",
+    ".csv": "text/csv", ".vtt": "text/vtt", ".srt": "application/x-subrip",
+}
+OCTET_STREAM = "application/octet-stream"
+
+
+def media_type_for(name: str) -> str:
+    return MEDIA_TYPES.get(Path(name).suffix.lower(), OCTET_STREAM)
+
+
+def _where(binding: ResolvedBinding) -> str:
+    return f"reference {binding.target}.{binding.slot}"
+
+
+def _validated_artifact(binding: ResolvedBinding, payload: Any, origin: str) -> dict[str, Any]:
+    """A structured slot's artifact must be a valid artifact of an accepted kind."""
+    if not isinstance(payload, dict) or not isinstance(payload.get("kind"), str):
+        raise ReferenceError_(f"{_where(binding)}: {origin} artifact has no artifact kind")
+    kind_name = payload["kind"]
+    if binding.accepted_kinds and kind_name not in binding.accepted_kinds:
+        raise ReferenceError_(f"{_where(binding)}: {origin} artifact is {kind_name!r}; the slot "
+                              f"accepts {list(binding.accepted_kinds)}")
+    try:
+        kind = get_kind(kind_name)
+    except KeyError:
+        raise ReferenceError_(f"{_where(binding)}: unknown artifact kind {kind_name!r}") from None
+    problems = schema_problems(kind, payload)
+    if problems:
+        raise ReferenceError_(f"{_where(binding)}: malformed {origin} artifact: "
+                              + "; ".join(problems[:5]))
+    return payload
+
+
+def prepare_file(binding: ResolvedBinding) -> tuple[PreparedReference, list[RunWarning]]:
+    assert binding.path is not None
+    path = Path(binding.path)
+    name = binding.display or path.name
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise ReferenceError_(f"{_where(binding)}: file {name!r} not found") from None
+    except IsADirectoryError:
+        raise ReferenceError_(f"{_where(binding)}: {name!r} is a folder, not a file") from None
+    except OSError as exc:
+        raise ReferenceError_(f"{_where(binding)}: file {name!r} unreadable "
+                              f"({type(exc).__name__})") from None
+    if len(raw) > binding.max_bytes:
+        raise ReferenceError_(f"{_where(binding)}: file {name!r} is {len(raw)} bytes; the slot "
+                              f"allows {binding.max_bytes}")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ReferenceError_(f"{_where(binding)}: file {name!r} is not UTF-8 (byte "
+                              f"{exc.start})") from None
+    media_type = media_type_for(name)
+    if binding.accepted_media_types and media_type not in binding.accepted_media_types:
+        raise ReferenceError_(f"{_where(binding)}: file {name!r} has media type {media_type!r};"
+                              f" the slot accepts {list(binding.accepted_media_types)}")
+    warnings = []
+    if not raw:
+        warnings.append(RunWarning(stage="input", code="empty_reference",
+                                   message=f"{_where(binding)}: file {name!r} is empty"))
+    artifact = None
+    digest = sha256_digest(raw)
+    if binding.accepted_kinds:
+        try:
+            decoded = json.loads(text)
+        except ValueError:
+            raise ReferenceError_(f"{_where(binding)}: file {name!r} is not valid JSON") from None
+        artifact = _validated_artifact(binding, decoded, "external")
+        digest = digest_of(artifact)
+    provenance = {"slot": binding.slot, "target": binding.target, "origin": "file",
+                  "binding": binding.source, "file": name, "media_type": media_type,
+                  "bytes": len(raw), "digest": sha256_digest(raw)}
+    return PreparedReference(slot=binding.slot, origin="file",
+                             kind=artifact["kind"] if artifact else None, media_type=media_type,
+                             digest=digest, text=text, artifact=artifact,
+                             provenance=provenance), warnings
+
+
+def prepare_generated(binding: ResolvedBinding, payload: Mapping[str, Any] | None
+                      ) -> PreparedReference:
+    if payload is None:
+        raise ReferenceError_(f"{_where(binding)}: lane {binding.lane!r} produced no accepted "
+                              "artifact, so this lane cannot run")
+    artifact = _validated_artifact(binding, dict(payload), "generated")
+    digest = digest_of(artifact)
+    provenance = {"slot": binding.slot, "target": binding.target, "origin": "lane",
+                  "binding": binding.source, "lane": binding.lane, "kind": artifact["kind"],
+                  "digest": digest}
+    return PreparedReference(slot=binding.slot, origin="lane", kind=artifact["kind"],
+                             media_type="application/json", digest=digest, artifact=artifact,
+                             provenance=provenance)
+
+
+def prepare_stage_references(
+    stage: ResolvedStage, lane_payloads: Mapping[str, Mapping[str, Any] | None]
+) -> tuple[dict[str, PreparedReference], list[RunWarning]]:
+    prepared: dict[str, PreparedReference] = {}
+    warnings: list[RunWarning] = []
+    for binding in stage.references:
+        if binding.origin == "file":
+            ref, warns = prepare_file(binding)
+            warnings.extend(warns)
+        else:
+            assert binding.lane is not None
+            ref = prepare_generated(binding, lane_payloads.get(binding.lane))
+        prepared[binding.slot] = ref
+    return prepared, warnings
+
+
+def prepare_lane_references(
+    stages: Sequence[ResolvedStage], lane_payloads: Mapping[str, Mapping[str, Any] | None]
+) -> tuple[dict[str, dict[str, PreparedReference]], list[RunWarning], list[dict[str, Any]]]:
+    """Prepared references by stage, the warnings, and the provenance for the manifest."""
+    by_stage: dict[str, dict[str, PreparedReference]] = {}
+    warnings: list[RunWarning] = []
+    provenance: list[dict[str, Any]] = []
+    for stage in stages:
+        refs, warns = prepare_stage_references(stage, lane_payloads)
+        by_stage[stage.stage] = refs
+        warnings.extend(warns)
+        provenance.extend(dict(r.provenance) for r in refs.values())
+    return by_stage, warnings, provenance

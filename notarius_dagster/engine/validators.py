@@ -1,0 +1,146 @@
+"""Validator chains. A validator returns the problems it found (empty: approved); raising is
+a framework error that the runner retries. Chains come from the central defaults below unless
+a stage-local override is configured (an explicit empty list is a valid override)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import jsonschema
+from pydantic import ValidationError
+
+from notarius_dagster.engine.artifact_kinds import ArtifactKind
+from notarius_dagster.engine.contracts import ModuleOutput
+from notarius_dagster.engine.models import Chunk, SourceDocument, SourceRef
+
+
+@dataclass(frozen=True)
+class ValidationContext:
+    stage: str
+    lane_id: str | None
+    module_key: str
+    kind: ArtifactKind | None
+    document: SourceDocument
+    chunk: Chunk | None = None
+    extracts: tuple[ModuleOutput, ...] = ()
+    merged: ModuleOutput | None = None
+
+
+Validator = Callable[[ValidationContext, ModuleOutput], list[str]]
+
+_VALIDATORS: dict[str, Validator] = {}
+
+CENTRAL_DEFAULTS: dict[str, tuple[str, ...]] = {
+    "chunk": (),
+    "extract": ("schema", "refs_in_chunk"),
+    "merge": ("schema", "refs_in_document"),
+    "normalize": ("schema", "refs_in_document"),
+}
+
+
+def register_validator(name: str) -> Callable[[Validator], Validator]:
+    def wrap(func: Validator) -> Validator:
+        _VALIDATORS[name] = func
+        return func
+
+    return wrap
+
+
+def known_validators() -> set[str]:
+    return set(_VALIDATORS)
+
+
+def get_validator(name: str) -> Validator:
+    return _VALIDATORS[name]
+
+
+@lru_cache(maxsize=64)
+def _schema_validator(kind_name: str, schema_json: str) -> jsonschema.Draft202012Validator:
+    import json
+
+    return jsonschema.Draft202012Validator(json.loads(schema_json))
+
+
+def schema_problems(kind: ArtifactKind, payload: dict[str, Any]) -> list[str]:
+    """JSON Schema and model validation problems by path (never values)."""
+    import json
+
+    validator = _schema_validator(kind.kind, json.dumps(kind.json_schema(), sort_keys=True))
+    problems = [
+        f"{'/'.join(str(p) for p in err.absolute_path) or '(root)'}: {err.validator}"
+        for err in validator.iter_errors(payload)
+    ]
+    if problems:
+        return problems
+    try:
+        kind.parse(payload)
+    except ValidationError as exc:
+        return [f"{'/'.join(str(p) for p in e['loc'])}: {e['type']}" for e in exc.errors()]
+    return []
+
+
+@register_validator("schema")
+def validate_schema(ctx: ValidationContext, output: ModuleOutput) -> list[str]:
+    if output.schema_errors:
+        return ["structured output failed validation after re-ask: "
+                + "; ".join(output.schema_errors[:5])]
+    if output.payload is None:
+        return ["no payload"]
+    if ctx.kind is None:
+        return []
+    return schema_problems(ctx.kind, output.payload)
+
+
+def _refs(ctx: ValidationContext, output: ModuleOutput) -> list[SourceRef]:
+    if ctx.kind is None or output.payload is None:
+        return []
+    return ctx.kind.source_refs(output.payload)
+
+
+def ref_problems(refs: Sequence[SourceRef], source_id: str, positions: dict[int, int]) -> list[str]:
+    """Each reference must name this source and an ordered range of existing units."""
+    problems = []
+    for i, ref in enumerate(refs):
+        if ref.source_id != source_id:
+            problems.append(f"reference {i}: source id does not match")
+            continue
+        start, end = positions.get(ref.start_unit_id), positions.get(ref.end_unit_id)
+        if start is None or end is None:
+            problems.append(f"reference {i}: unit {ref.start_unit_id}..{ref.end_unit_id} not in scope")
+        elif start > end:
+            problems.append(f"reference {i}: start unit after end unit")
+    return problems
+
+
+@register_validator("refs_in_chunk")
+def validate_refs_in_chunk(ctx: ValidationContext, output: ModuleOutput) -> list[str]:
+    if ctx.chunk is None:
+        return []
+    positions = {u: i for i, u in enumerate(ctx.chunk.unit_ids)}
+    return ref_problems(_refs(ctx, output), ctx.chunk.source_id, positions)
+
+
+@register_validator("refs_in_document")
+def validate_refs_in_document(ctx: ValidationContext, output: ModuleOutput) -> list[str]:
+    return ref_problems(_refs(ctx, output), ctx.document.source_id, ctx.document.position_index())
+
+
+def resolve_chain(stage: str, override: Sequence[str] | None, module_rules: Sequence[str] | None
+                  ) -> tuple[tuple[str, ...], str]:
+    """The chain for a stage and where it came from ("default" or "override")."""
+    if override is not None:
+        return tuple(override), "override"
+    return CENTRAL_DEFAULTS.get(stage, ()) + tuple(module_rules or ()), "default"
+
+
+def run_chain(chain: Sequence[str], ctx: ValidationContext, output: ModuleOutput
+              ) -> tuple[str, str] | None:
+    """Run validators in order; the first rejection is returned as (validator, message)."""
+    for name in chain:
+        problems = get_validator(name)(ctx, output)
+        if problems:
+            return name, "; ".join(problems[:5])
+    return None

@@ -1,0 +1,74 @@
+"""Named LLM profiles: which model answers, through which endpoint, with which limits.
+
+A profile is configuration, not a connection. It never holds a secret: an API key is named by
+the environment variable that carries it, so a profile can be digested into checkpoint
+fingerprints and printed in manifests without leaking credentials."""
+
+from __future__ import annotations
+
+import os
+from typing import Literal
+
+from pydantic import Field
+
+from notarius_dagster.engine.digest import digest_of
+from notarius_dagster.engine.errors import LLMUnavailableError
+from notarius_dagster.engine.models import Frozen
+
+ServerKind = Literal["none", "llama-cpp"]
+
+# The bundled offline server does not check keys, but OpenAI-compatible clients insist on one.
+OFFLINE_DUMMY_KEY = "sk-no-key-required"
+
+
+class LLMProfile(Frozen):
+    """One model tier. `model` is any litellm model string (`openai/smollm2`,
+    `anthropic/claude-...`); `server="llama-cpp"` means the project starts the bundled offline
+    llama.cpp server and points `api_base` at it."""
+
+    name: str = Field(min_length=1)
+    model: str = Field(min_length=1)
+    api_base: str | None = None
+    api_key_env: str | None = Field(
+        default=None, description="name of the environment variable holding the API key"
+    )
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    max_tokens: int = Field(default=512, gt=0)
+    timeout_s: float = Field(default=120.0, gt=0)
+    retries: int = Field(default=2, ge=0, description="retries of transient provider errors")
+    max_concurrency: int = Field(default=1, ge=1)
+    server: ServerKind = "none"
+    context_tokens: int = Field(default=4096, gt=0)
+
+    def fingerprint(self) -> str:
+        """A stable digest of the profile, for checkpoint keys and manifests. Every field is
+        included; none is a secret (the key itself lives only in the environment and is read
+        per call, so it can never reach a fingerprint)."""
+        return digest_of(self.model_dump(mode="json"))
+
+    def resolve_api_key(self) -> str | None:
+        """The key to send, read from the environment at the time of the call.
+
+        A named variable that is missing or empty is an error: the chosen tier cannot be used,
+        and silently falling back to another model would make results unreproducible."""
+        if self.api_key_env is not None:
+            value = os.environ.get(self.api_key_env, "").strip()
+            if not value:
+                raise LLMUnavailableError(
+                    f"LLM profile {self.name!r} needs the environment variable "
+                    f"{self.api_key_env} (API key for {self.model}), and it is not set"
+                )
+            return value
+        if self.server == "llama-cpp":
+            return OFFLINE_DUMMY_KEY
+        return None
+
+
+def offline_profile(name: str = "offline", *, context_tokens: int = 4096) -> LLMProfile:
+    """The profile of the bundled offline model (SmolLM2-135M-Instruct via llama.cpp)."""
+    return LLMProfile(
+        name=name,
+        model="openai/smollm2-135m-instruct",
+        server="llama-cpp",
+        context_tokens=context_tokens,
+    )

@@ -1,0 +1,15 @@
+"""Loads every module and artifact kind into the catalog: the engine's generic modules and
+the D&D lanes. Call `load_modules()` before resolving a profile."""
+
+from __future__ import annotations
+
+from functools import cache
+
+
+@cache
+def load_modules() -> list[str]:
+    import notarius_dagster.engine.chunking  # noqa: F401  (registers `generic`)
+    import notarius_dagster.engine.stages  # noqa: F401  (registers appendorder, noop, json)
+    from notarius_dagster.dnd import load_lanes
+
+    return load_lanes()

@@ -1,0 +1,1 @@
+"""Dagster resources and IO managers: the LLM, the bundle store, the asset-value store."""

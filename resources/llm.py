@@ -1,0 +1,38 @@
+"""The LLM resource: builds the litellm client for the resolved LLM profile and, for the
+bundled offline model, starts and stops the local llama.cpp server around the work."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from dagster import ConfigurableResource
+
+from notarius_dagster.engine.digest import digest_of
+from notarius_dagster.llm.client import LiteLLMClient
+from notarius_dagster.llm.offline import ensure_server
+from notarius_dagster.llm.profiles import LLMProfile
+
+
+class LLMResource(ConfigurableResource):
+    """`profile_json` is the resolved LLM profile (no secrets: keys stay in the environment)."""
+
+    profile_json: str
+
+    @property
+    def profile(self) -> LLMProfile:
+        return LLMProfile.model_validate(json.loads(self.profile_json))
+
+    def fingerprint(self) -> str:
+        """What about the model changes an extraction (not concurrency or timeouts)."""
+        p: dict[str, Any] = json.loads(self.profile_json)
+        return digest_of({k: p.get(k) for k in ("model", "temperature", "max_tokens",
+                                                 "context_tokens")})
+
+    @contextmanager
+    def client(self) -> Iterator[LiteLLMClient]:
+        profile = self.profile
+        with ensure_server(profile) as api_base:
+            yield LiteLLMClient(profile, api_base_override=api_base)

@@ -1,0 +1,49 @@
+"""Shared fixtures: small real documents, module loading, isolated stores."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from notarius_dagster.engine.inputs import document_digest  # noqa: E402
+from notarius_dagster.engine.models import SourceDocument, SourceUnit  # noqa: E402
+from notarius_dagster.modules import load_modules  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+def make_document(unit_ids: list[int] | None = None, source_id: str = "s1",
+                  texts: list[str] | None = None) -> SourceDocument:
+    unit_ids = unit_ids if unit_ids is not None else list(range(10))
+    units = tuple(
+        SourceUnit(unit_id=u, text=(texts[i] if texts else f"line {i}"),
+                   metadata={"speaker": "DM" if i % 2 == 0 else "Player"})
+        for i, u in enumerate(unit_ids))
+    return SourceDocument(source_id=source_id, media_type="application/x-ndjson", units=units,
+                          digest=document_digest(units))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _modules() -> None:
+    load_modules()
+
+
+@pytest.fixture
+def doc() -> SourceDocument:
+    return make_document()
+
+
+@pytest.fixture
+def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """DAGSTER_HOME and the store under tmp_path."""
+    home = tmp_path / "dagster-home"
+    home.mkdir()
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    monkeypatch.setenv("NOTARIUS_DATA", str(tmp_path / "data"))
+    yield tmp_path
