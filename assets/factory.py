@@ -6,7 +6,6 @@ A lane that consumes another lane's artifact depends on that lane's asset, so th
 the reference and a failed producer stops its consumers. Every asset is partitioned by session
 and calls one engine function."""
 
-from __future__ import annotations
 
 import time
 from collections.abc import Mapping

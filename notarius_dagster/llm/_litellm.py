@@ -1,0 +1,20 @@
+"""The one place litellm is imported and configured, so every user gets the same quiet,
+content-safe settings: no debug banners, no prompts in exception texts or logging callbacks,
+no network fetches for cost maps or tokenizers."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+import litellm  # noqa: E402
+
+litellm.suppress_debug_info = True
+# litellm otherwise appends the request messages to some exception texts.
+litellm.redact_messages_in_exceptions = True
+# Logging callbacks (if anyone adds one) receive redacted messages.
+litellm.turn_off_message_logging = True
+litellm.disable_hf_tokenizer_download = True
+
+__all__ = ["litellm"]

@@ -1,0 +1,251 @@
+"""The production `StructuredClient`: one structured request in, one validated object (or an
+honest "invalid") out, through `litellm.completion`.
+
+Why the retries live here rather than in litellm's `num_retries`: in litellm 1.110.2 that
+option needs `tenacity` (not a declared dependency; without it every provider error becomes a
+bare `Exception("tenacity import failed ...")`), retries non-transient errors such as a bad key
+too, and on the synchronous path retries without any pause. So litellm is called with
+`num_retries=0` (which also sets the OpenAI SDK's own `max_retries` to 0, leaving exactly one
+retry mechanism) and transient errors are retried here with exponential backoff.
+
+The client holds only configuration, so one instance may serve many threads at once."""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+from typing import Any, cast
+
+import openai
+from jsonschema import Draft202012Validator
+
+from notarius_dagster.engine.errors import LLMError, NotariusError
+from notarius_dagster.engine.llm_contract import (
+    StructuredRequest,
+    StructuredResponse,
+    StructuredRung,
+)
+from notarius_dagster.llm._litellm import litellm
+from notarius_dagster.llm.profiles import LLMProfile
+from notarius_dagster.llm.structured import (
+    check_answer,
+    choose_rung,
+    reask_message,
+    response_format_for,
+    system_prompt_for,
+)
+
+# Provider messages are cut to this length: enough to diagnose, too short to carry a payload.
+MAX_PROVIDER_MESSAGE = 300
+MAX_BACKOFF_S = 30.0
+_TRANSIENT_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
+_TRACEBACK_MARKERS = ("\nTraceback (most recent call last)", '\n  File "')
+
+
+class TransientLLMError(LLMError):
+    """The provider failed in a way that may pass (rate limit, timeout, connection, 5xx) and
+    still failed after the profile's retries. The orchestration layer may retry the step."""
+
+    transient: bool = True
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """What one successful completion call contributed."""
+
+    content: str | None
+    truncated: bool
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float
+
+
+@dataclass
+class _Tally:
+    """Running totals over the calls of one structured request."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+
+    def add(self, answer: _Answer) -> None:
+        self.calls += 1
+        self.prompt_tokens += answer.prompt_tokens
+        self.completion_tokens += answer.completion_tokens
+        self.cost_usd += answer.cost_usd
+
+
+class LiteLLMClient:
+    """Answers `StructuredRequest`s with the model of one `LLMProfile`.
+
+    `api_base_override` points the client at an endpoint known only at run time (the port of
+    the offline server this run started). A profile that names an API key variable must find it
+    set when the client is built: a missing key is reported, never replaced by another model.
+    `retry_backoff_s` is the first pause between transient retries (tests pass 0)."""
+
+    def __init__(
+        self,
+        profile: LLMProfile,
+        *,
+        api_base_override: str | None = None,
+        retry_backoff_s: float = 1.0,
+    ) -> None:
+        profile.resolve_api_key()  # fail fast, before any request is built
+        self._profile = profile
+        self._api_base = api_base_override or profile.api_base
+        self._retry_backoff_s = retry_backoff_s
+
+    @property
+    def profile(self) -> LLMProfile:
+        return self._profile
+
+    @property
+    def api_base(self) -> str | None:
+        return self._api_base
+
+    def complete_structured(self, request: StructuredRequest) -> StructuredResponse:
+        """Climb the ladder for one request: first rung, then at most one re-ask."""
+        schema = request.schema_
+        Draft202012Validator.check_schema(schema)
+        validator = Draft202012Validator(schema)
+        first_rung = choose_rung(self._profile)
+        response_format = response_format_for(first_rung, request.schema_name, schema)
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": system_prompt_for(first_rung, request.system, schema)},
+            {"role": "user", "content": request.user},
+        ]
+        tally = _Tally()
+
+        answer = self._complete(messages, response_format, request)
+        tally.add(answer)
+        data, errors = check_answer(answer.content, validator, truncated=answer.truncated)
+        if not errors:
+            return self._response(data, first_rung, errors, tally)
+
+        messages = [
+            *messages,
+            {"role": "assistant", "content": answer.content or ""},
+            {"role": "user", "content": reask_message(errors)},
+        ]
+        answer = self._complete(messages, response_format, request)
+        tally.add(answer)
+        data, errors = check_answer(answer.content, validator, truncated=answer.truncated)
+        return self._response(data, "reask", errors, tally)
+
+    def _response(
+        self,
+        data: dict[str, Any] | None,
+        rung: StructuredRung,
+        errors: tuple[str, ...],
+        tally: _Tally,
+    ) -> StructuredResponse:
+        return StructuredResponse(
+            data=data if not errors else None,
+            rung=rung,
+            valid=not errors,
+            errors=errors,
+            calls=tally.calls,
+            prompt_tokens=tally.prompt_tokens,
+            completion_tokens=tally.completion_tokens,
+            cost_usd=tally.cost_usd,
+            model=self._profile.model,
+        )
+
+    def _complete(
+        self,
+        messages: list[dict[str, Any]],
+        response_format: dict[str, Any],
+        request: StructuredRequest,
+    ) -> _Answer:
+        """One completion, retried on transient provider errors only."""
+        profile = self._profile
+        kwargs: dict[str, Any] = {
+            "model": profile.model,
+            "messages": messages,
+            "response_format": response_format,
+            "temperature": profile.temperature,
+            "max_tokens": profile.max_tokens,
+            "timeout": profile.timeout_s,
+            "num_retries": 0,
+            "metadata": {
+                "session_id": request.session_id,
+                "lane": request.lane,
+                "chunk_id": request.chunk_id,
+            },
+        }
+        if self._api_base is not None:
+            kwargs["api_base"] = self._api_base
+        api_key = profile.resolve_api_key()
+        if api_key is not None:
+            kwargs["api_key"] = api_key
+
+        attempts = profile.retries + 1
+        for attempt in range(1, attempts + 1):
+            try:
+                response = litellm.completion(**kwargs)
+            except NotariusError:
+                raise
+            except Exception as exc:  # the provider boundary: every failure becomes an LLMError
+                transient = is_transient(exc)
+                if transient and attempt < attempts:
+                    time.sleep(self._backoff(attempt))
+                    continue
+                raise provider_error(exc, profile.model, attempt, request) from None
+            return _answer_of(response)
+        raise AssertionError("unreachable: the retry loop returns or raises")
+
+    def _backoff(self, attempt: int) -> float:
+        base = self._retry_backoff_s * 2 ** (attempt - 1)
+        return min(MAX_BACKOFF_S, base + random.uniform(0, self._retry_backoff_s))
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Rate limits, timeouts, lost connections and server-side 5xx may pass on their own."""
+    if isinstance(
+        exc, openai.RateLimitError | openai.APIConnectionError | openai.InternalServerError
+    ):
+        return True
+    return getattr(exc, "status_code", None) in _TRANSIENT_STATUS
+
+
+def provider_error(
+    exc: BaseException, model: str, attempts: int, request: StructuredRequest
+) -> LLMError:
+    """A content-safe LLMError: the exception class, the model and the provider's own words,
+    cut short, with tracebacks and any verbatim prompt text removed."""
+    message = str(exc)
+    for marker in _TRACEBACK_MARKERS:
+        message = message.split(marker, 1)[0]
+    for prompt in (request.user, request.system):
+        if prompt.strip():
+            message = message.replace(prompt, "[prompt elided]")
+    message = " ".join(message.split())
+    if len(message) > MAX_PROVIDER_MESSAGE:
+        message = message[: MAX_PROVIDER_MESSAGE - 3] + "..."
+    tries = "attempt" if attempts == 1 else "attempts"
+    text = f"LLM call to {model} failed after {attempts} {tries}: {type(exc).__name__}: {message}"
+    return TransientLLMError(text) if is_transient(exc) else LLMError(text)
+
+
+def _answer_of(response: Any) -> _Answer:
+    """Pull content, truncation, token usage and cost out of a litellm ModelResponse."""
+    choice = response.choices[0]
+    usage = getattr(response, "usage", None)
+    return _Answer(
+        content=cast("str | None", choice.message.content),
+        truncated=getattr(choice, "finish_reason", None) == "length",
+        prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+        completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+        cost_usd=_cost_of(response),
+    )
+
+
+def _cost_of(response: Any) -> float:
+    """litellm's price for the call; models missing from its price map (local ones, the test
+    double) cost 0.0 rather than failing the extraction."""
+    try:
+        return float(litellm.completion_cost(completion_response=response) or 0.0)
+    except Exception:
+        return 0.0

@@ -1,0 +1,209 @@
+"""Lane execution semantics (reference/pipeline.md): retries per binding, runner-owned
+provenance, validator rejections recorded and not fatal, warnings only from used attempts."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal
+
+import pytest
+from pydantic import BaseModel, ConfigDict
+
+from notarius_dagster.engine.artifact_kinds import ArtifactKind, register_kind
+from notarius_dagster.engine.catalog import CATALOG, ModuleSpec
+from notarius_dagster.engine.chunking import make_chunk
+from notarius_dagster.engine.contracts import ExtractRequest, LLMUsage, ModuleOutput
+from notarius_dagster.engine.errors import LaneError
+from notarius_dagster.engine.lane_runner import run_lane
+from notarius_dagster.engine.models import RunWarning, SourceDocument, SourceRef
+from notarius_dagster.engine.resolution import ResolvedLane, ResolvedStage
+from tests.conftest import make_document
+
+
+class Item(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    source_refs: list[SourceRef]
+
+
+class ItemList(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["test/item-list"] = "test/item-list"
+    schema_version: Literal["v1"] = "v1"
+    source_id: str
+    items: list[Item]
+
+
+register_kind(ArtifactKind(kind="test/item-list", model=ItemList, schema_id="test.items",
+                           schema_name="test_items_v1", schema_version="v1", items_field="items",
+                           project_source_refs=lambda a: [r for i in a.items for r in i.source_refs]))  # type: ignore[attr-defined]
+
+Script = Callable[[ExtractRequest, int], ModuleOutput]
+SCRIPT: dict[str, Script] = {}
+ATTEMPTS: dict[str, int] = {}
+
+
+class ScriptedExtractor:
+    """Behaves per chunk and attempt as the test's script says."""
+
+    def __init__(self, options: dict[str, Any]) -> None:
+        self.options = options
+
+    def extract(self, request: ExtractRequest) -> ModuleOutput:
+        key = request.chunk.chunk_id
+        ATTEMPTS[key] = ATTEMPTS.get(key, 0) + 1
+        return SCRIPT["fn"](request, ATTEMPTS[key])
+
+
+CATALOG.register(ModuleSpec(key="test.scripted", stage="extract", artifact_kind="test/item-list",
+                            requires=("chunks",)), ScriptedExtractor)
+
+
+def payload(request: ExtractRequest, names: list[str], cite: int | None = None) -> dict[str, Any]:
+    unit = cite if cite is not None else request.chunk.unit_ids[0]
+    return {"kind": "test/item-list", "schema_version": "v1", "source_id": request.chunk.source_id,
+            "items": [{"name": n, "source_refs": [{"source_id": request.chunk.source_id,
+                                                   "start_unit_id": unit, "end_unit_id": unit}]}
+                      for n in names]}
+
+
+def good(request: ExtractRequest, names: list[str] | None = None, **kw: Any) -> ModuleOutput:
+    return ModuleOutput(payload=payload(request, names or [request.chunk.chunk_id]),
+                        usage=LLMUsage(calls=1, prompt_tokens=10, completion_tokens=5,
+                                       rungs={"json_object": 1}), **kw)
+
+
+def lane(retries: int = 0, validators: tuple[str, ...] = ("schema", "refs_in_chunk")) -> ResolvedLane:
+    def st(stage: str, module: str, chain: tuple[str, ...], r: int = 0) -> ResolvedStage:
+        return ResolvedStage(stage=stage, module=module, version="1", options={}, retries=r,
+                             validators=chain, validators_source="default",
+                             artifact_kind="test/item-list")
+
+    return ResolvedLane(id="items", kind="test/item-list",
+                        extract=st("extract", "test.scripted", validators, retries),
+                        merge=st("merge", "appendorder", ("schema", "refs_in_document")),
+                        normalize=st("normalize", "noop", ("schema", "refs_in_document")))
+
+
+def run(doc: SourceDocument, script: Script, **lane_kw: Any):
+    SCRIPT["fn"] = script
+    ATTEMPTS.clear()
+    chunks = [make_chunk(doc, 0, doc.units[:5]), make_chunk(doc, 1, doc.units[5:])]
+    return run_lane(lane(**lane_kw), document=doc, chunks=chunks, references={}, client=None,
+                    session_id="s1", llm_fingerprint="fp")
+
+
+def test_accepted_extracts_merge_in_chunk_order(doc: SourceDocument) -> None:
+    result = run(doc, lambda req, n: good(req))
+    assert result.status == "accepted"
+    assert [i["name"] for i in result.payload["items"]] == ["chunk-0000", "chunk-0001"]
+    assert result.stats.usage.calls == 2 and result.stats.usage.rungs == {"json_object": 2}
+
+
+def test_runner_fills_provenance(doc: SourceDocument) -> None:
+    seen: list[dict[str, Any]] = []
+
+    class Recorder:
+        def __init__(self, options: dict[str, Any]) -> None:
+            pass
+
+        def merge(self, request: Any) -> ModuleOutput:
+            seen.extend(e.provenance for e in request.extracts)
+            return ModuleOutput(payload=payload_for_merge(request))
+
+    def payload_for_merge(request: Any) -> dict[str, Any]:
+        items = [i for e in request.extracts for i in e.payload["items"]]
+        return {"kind": "test/item-list", "schema_version": "v1", "source_id": "s1", "items": items}
+
+    CATALOG.register(ModuleSpec(key="test.recorder", stage="merge", requires=("chunks",)), Recorder)
+    SCRIPT["fn"] = lambda req, n: good(req)
+    ATTEMPTS.clear()
+    the_lane = lane().model_copy(update={"merge": lane().merge.model_copy(
+        update={"module": "test.recorder"})})
+    run_lane(the_lane, document=doc, chunks=[make_chunk(doc, 0, doc.units[:5])], references={},
+             client=None, session_id="s1", llm_fingerprint="fp")
+    assert seen == [{"lane_id": "items", "extractor": "test.scripted", "source_id": "s1",
+                     "chunk_id": "chunk-0000", "chunk_index": 0}]
+
+
+def test_rejection_is_recorded_and_not_fatal(doc: SourceDocument) -> None:
+    def script(req: ExtractRequest, n: int) -> ModuleOutput:
+        if req.chunk.index == 1:  # cites a unit outside its chunk
+            return ModuleOutput(payload=payload(req, ["bad"], cite=0))
+        return good(req)
+
+    result = run(doc, script)
+    assert result.status == "accepted"
+    assert [i["name"] for i in result.payload["items"]] == ["chunk-0000"]
+    assert len(result.rejections) == 1
+    rejection = result.rejections[0]
+    assert (rejection.stage, rejection.chunk_id, rejection.validator) == (
+        "extract", "chunk-0001", "refs_in_chunk")
+
+
+def test_rejection_consumes_retries_then_is_recorded_with_attempts(doc: SourceDocument) -> None:
+    result = run(doc, lambda req, n: ModuleOutput(payload=payload(req, ["x"], cite=999)),
+                 retries=2)
+    assert ATTEMPTS == {"chunk-0000": 3, "chunk-0001": 3}
+    assert all(r.attempts == 3 for r in result.rejections)
+
+
+def test_retry_after_rejection_uses_the_later_accepted_output(doc: SourceDocument) -> None:
+    def script(req: ExtractRequest, n: int) -> ModuleOutput:
+        return ModuleOutput(payload=payload(req, ["x"], cite=999)) if n == 1 else good(req)
+
+    result = run(doc, script, retries=1)
+    assert result.rejections == () and result.stats.records == 2
+
+
+def test_framework_error_retries_then_fails_the_lane(doc: SourceDocument) -> None:
+    def script(req: ExtractRequest, n: int) -> ModuleOutput:
+        raise RuntimeError("provider exploded")
+
+    with pytest.raises(LaneError, match="failed after 2 attempt"):
+        run(doc, script, retries=1)
+
+
+def test_framework_error_then_success_is_recovered(doc: SourceDocument) -> None:
+    def script(req: ExtractRequest, n: int) -> ModuleOutput:
+        if n == 1:
+            raise RuntimeError("flaky")
+        return good(req)
+
+    assert run(doc, script, retries=1).stats.records == 2
+
+
+def test_warnings_only_from_attempts_whose_output_is_used(doc: SourceDocument) -> None:
+    def script(req: ExtractRequest, n: int) -> ModuleOutput:
+        warning = RunWarning(stage="extract", code=f"attempt-{n}", message="m",
+                             chunk_id=req.chunk.chunk_id)
+        if n == 1:
+            return ModuleOutput(payload=payload(req, ["x"], cite=999), warnings=(warning,))
+        return good(req, warnings=(warning,))
+
+    result = run(doc, script, retries=1)
+    assert {w.code for w in result.warnings} == {"attempt-2"}
+
+
+def test_structured_output_failure_is_a_schema_rejection(doc: SourceDocument) -> None:
+    result = run(doc, lambda req, n: ModuleOutput(payload=None, schema_errors=("npcs/0: type",)))
+    assert {r.validator for r in result.rejections} == {"schema"}
+    assert result.payload == {"kind": "test/item-list", "schema_version": "v1",
+                              "source_id": "s1", "items": []}
+
+
+def test_deterministic_skip_is_never_retried(doc: SourceDocument) -> None:
+    def script(req: ExtractRequest, n: int) -> ModuleOutput:
+        return ModuleOutput(payload=payload(req, []), skipped=True)
+
+    result = run(doc, script, retries=3)
+    assert ATTEMPTS == {"chunk-0000": 1, "chunk-0001": 1}
+    assert result.stats.skipped == 2 and result.stats.called_model == 0
+
+
+def test_explicit_empty_validator_chain_accepts_everything(doc: SourceDocument) -> None:
+    result = run(doc, lambda req, n: ModuleOutput(payload=payload(req, ["x"], cite=999)),
+                 validators=())
+    # Nothing is rejected at extract; the merge's default chain still catches the bad citation.
+    assert [r.stage for r in result.rejections] == ["merge"]
+    assert result.status == "rejected" and result.payload is None
