@@ -32,7 +32,7 @@ def _print_summary(bundle_dir: Path, wall: float) -> None:
     from rich.table import Table
 
     manifest = json.loads((bundle_dir / "manifest.json").read_text())
-    console = Console(stderr=False)
+    console = Console(stderr=False, width=120)
     console.print(f"[bold]bundle[/bold] {bundle_dir}")
     table = Table("lane", "status", "records", "chunks", "model calls", "reused", "rejections",
                   "warnings", "rungs")

@@ -9,7 +9,10 @@ from typing import Any
 
 from dagster import Definitions, colored_console_logger, definitions
 
+from assets.checks import build_asset_checks
+from assets.evidence import build_evidence_context_asset
 from assets.factory import build_session_assets
+from assets.sensors import build_sensors
 from assets.jobs import materialize_session
 from notarius_dagster.engine.resolution import (
     ResolvedPipeline,
@@ -29,6 +32,12 @@ def resolve_settings_pipeline(settings: Settings, **overrides: Any) -> ResolvedP
     return resolve_profile_file(settings.profile, llm_profile=settings.llm_profile, **overrides)
 
 
+def extra_assets(pipeline: ResolvedPipeline) -> dict[str, Any]:
+    """Optional session assets the profile switches on (today: the evidence context)."""
+    evidence = build_evidence_context_asset(pipeline)
+    return {"evidence_context": evidence} if evidence is not None else {}
+
+
 def build_definitions(
     settings: Settings | None = None,
     *,
@@ -40,7 +49,9 @@ def build_definitions(
     pipeline = resolve_settings_pipeline(settings, runtime_references=runtime_references,
                                          runtime_unbinds=runtime_unbinds, lanes=lanes)
     return Definitions(
-        assets=build_session_assets(pipeline),
+        assets=build_session_assets(pipeline, extra=extra_assets(pipeline)),
+        asset_checks=build_asset_checks(pipeline),
+        sensors=build_sensors(settings),
         jobs=[materialize_session],
         resources={
             "io_manager": JsonAssetIOManager(root=str(settings.asset_values)),

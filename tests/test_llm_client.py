@@ -196,10 +196,10 @@ def test_an_authentication_error_is_not_retried() -> None:
 
 
 def test_a_rate_limit_is_retried_and_the_retry_can_succeed() -> None:
-    answers = iter([provider_error_of("rate_limit", "slow down"), VALID])
+    answers: list[str | Exception] = [provider_error_of("rate_limit", "slow down"), VALID]
 
     def flaky(messages: list[dict[str, Any]], response_format: Any) -> str:
-        answer = next(answers)
+        answer = answers.pop(0)
         if isinstance(answer, Exception):
             raise answer
         return answer
@@ -227,11 +227,13 @@ def test_a_transient_error_that_outlasts_the_retries_is_flagged_transient(kind: 
 def test_calls_from_worker_threads_are_answered_and_recorded() -> None:
     shared = client(max_concurrency=4)
     sessions = [f"session-{n:03d}" for n in range(8)]
-    with scripted_llm(lambda messages, response_format: VALID) as double:
-        with ThreadPoolExecutor(max_workers=4) as pool:
-            responses = list(
-                pool.map(lambda s: shared.complete_structured(request(session_id=s)), sessions)
-            )
+    with (
+        scripted_llm(lambda messages, response_format: VALID) as double,
+        ThreadPoolExecutor(max_workers=4) as pool,
+    ):
+        responses = list(
+            pool.map(lambda s: shared.complete_structured(request(session_id=s)), sessions)
+        )
     assert all(r.valid and r.calls == 1 for r in responses)
     assert sorted(call.session_id or "" for call in double.calls) == sessions
 
@@ -263,3 +265,12 @@ def test_profiles_are_frozen_and_strict() -> None:
         LLMProfile(name="x", model="openai/x", surprise=True)  # type: ignore[call-arg]
     with pytest.raises(ValueError):
         LLMProfile(name="x", model="openai/x", server="ollama")  # type: ignore[arg-type]
+
+
+def test_short_prompts_do_not_shred_the_providers_message() -> None:
+    def missing(messages: list[dict[str, Any]], response_format: Any) -> str:
+        raise provider_error_of("not_found", "model does not exist")
+
+    short = request(system="s", user="u")
+    with scripted_llm(missing), pytest.raises(LLMError, match="model does not exist"):
+        client().complete_structured(short)

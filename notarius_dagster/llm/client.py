@@ -39,6 +39,7 @@ from notarius_dagster.llm.structured import (
 # Provider messages are cut to this length: enough to diagnose, too short to carry a payload.
 MAX_PROVIDER_MESSAGE = 300
 MAX_BACKOFF_S = 30.0
+MIN_ELIDED_LINE = 20
 _TRANSIENT_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 _TRACEBACK_MARKERS = ("\nTraceback (most recent call last)", '\n  File "')
 
@@ -106,7 +107,11 @@ class LiteLLMClient:
         return self._api_base
 
     def complete_structured(self, request: StructuredRequest) -> StructuredResponse:
-        """Climb the ladder for one request: first rung, then at most one re-ask."""
+        """Climb the ladder for one request: first rung, then at most one re-ask.
+
+        `calls` counts completions that came back (1, or 2 after a re-ask); transient failures
+        retried before an answer arrived are not calls. A schema that is not valid JSON Schema
+        raises `jsonschema.SchemaError` before anything is sent: that is a lane bug."""
         schema = request.schema_
         Draft202012Validator.check_schema(schema)
         validator = Draft202012Validator(schema)
@@ -218,15 +223,25 @@ def provider_error(
     message = str(exc)
     for marker in _TRACEBACK_MARKERS:
         message = message.split(marker, 1)[0]
-    for prompt in (request.user, request.system):
-        if prompt.strip():
-            message = message.replace(prompt, "[prompt elided]")
+    message = _elide_prompt(message, request)
     message = " ".join(message.split())
     if len(message) > MAX_PROVIDER_MESSAGE:
         message = message[: MAX_PROVIDER_MESSAGE - 3] + "..."
     tries = "attempt" if attempts == 1 else "attempts"
     text = f"LLM call to {model} failed after {attempts} {tries}: {type(exc).__name__}: {message}"
     return TransientLLMError(text) if is_transient(exc) else LLMError(text)
+
+
+def _elide_prompt(message: str, request: StructuredRequest) -> str:
+    """Remove any prompt line a provider echoed back. Lines shorter than
+    `MIN_ELIDED_LINE` are left alone: they cannot carry much, and eliding them would shred
+    ordinary words in the provider's message."""
+    for prompt in (request.user, request.system):
+        for line in sorted(prompt.splitlines(), key=len, reverse=True):
+            line = line.strip()
+            if len(line) >= MIN_ELIDED_LINE:
+                message = message.replace(line, "[prompt elided]")
+    return message
 
 
 def _answer_of(response: Any) -> _Answer:

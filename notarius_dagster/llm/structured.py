@@ -110,9 +110,7 @@ def _describe(error: ValidationError) -> str:
     where = json_path(error.absolute_path)
     keyword = str(error.validator)
     if keyword == "required" and isinstance(error.instance, dict):
-        missing = [
-            name for name in error.validator_value or () if name not in error.instance
-        ]
+        missing = [name for name in error.validator_value or () if name not in error.instance]
         if missing:
             return f"{where}: required ({', '.join(str(name) for name in missing)})"
     if keyword == "type":

@@ -1,0 +1,137 @@
+"""NPC grounding shared by the lanes that name characters (combat turns, spells, item events,
+NPC interactions): a name the model wrote is matched, by canonical name or alias, against the
+`npcs` lane's accepted artifact and gets that NPC's id. The model never invents ids; an
+unmatched name stays a plain name. Warnings report only a count (names are never logged)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from notarius_dagster.dnd.llm_extract import canonical_name
+from notarius_dagster.engine.contracts import ExtractRequest, ModuleOutput, PreparedReference
+from notarius_dagster.engine.models import RunWarning
+from notarius_dagster.engine.validators import ValidationContext
+
+NPCS_SLOT = "npcs"
+NPC_KIND = "dnd/npc-list"
+
+
+@dataclass(frozen=True)
+class NpcIndex:
+    """Canonical name -> NPC id. A name shared by two different NPCs is ambiguous and grounds
+    to nothing (guessing would put a wrong id on a record)."""
+
+    ids_by_name: Mapping[str, str]
+    ambiguous: frozenset[str]
+    known_ids: frozenset[str]
+
+    @classmethod
+    def from_artifact(cls, artifact: Mapping[str, Any] | None) -> NpcIndex:
+        by_name: dict[str, str] = {}
+        ambiguous: set[str] = set()
+        known: set[str] = set()
+        for npc in (artifact or {}).get("npcs", []):
+            npc_id = npc.get("id")
+            if not npc_id:
+                continue  # an un-normalized NPC has no id to ground to
+            known.add(npc_id)
+            for name in [npc.get("name", ""), *npc.get("aliases", [])]:
+                key = canonical_name(name)
+                if not key:
+                    continue
+                if by_name.get(key, npc_id) != npc_id:
+                    ambiguous.add(key)
+                by_name.setdefault(key, npc_id)
+        for key in ambiguous:
+            by_name.pop(key, None)
+        return cls(ids_by_name=by_name, ambiguous=frozenset(ambiguous),
+                   known_ids=frozenset(known))
+
+    def lookup(self, name: str | None) -> str | None:
+        """The id of the one NPC this name (or alias) denotes, else None."""
+        if not name:
+            return None
+        return self.ids_by_name.get(canonical_name(name))
+
+    def names(self) -> list[str]:
+        """Canonical names known to the index, sorted (for prompt context)."""
+        return sorted(self.ids_by_name)
+
+
+def npc_index(references: Mapping[str, PreparedReference]) -> NpcIndex | None:
+    """The index of the bound `npcs` reference, or None when the slot is unbound."""
+    ref = references.get(NPCS_SLOT)
+    if ref is None:
+        return None
+    return NpcIndex.from_artifact(ref.artifact)
+
+
+def ground_names(records: Sequence[dict[str, Any]], fields: Sequence[tuple[str, str]],
+                 request: ExtractRequest) -> list[RunWarning]:
+    """Fill each `id_field` from its `name_field` in place, from the request's `npcs`
+    reference; one count-only warning per extract when some names stayed unmatched. Without
+    the reference (slot unbound) ids stay null silently: there was nothing to ground against."""
+    index = npc_index(request.context.references)
+    unmatched = 0
+    for record in records:
+        for name_field, id_field in fields:
+            name = record.get(name_field)
+            npc_id = index.lookup(name) if index is not None else None
+            record[id_field] = npc_id
+            if index is not None and name and npc_id is None:
+                unmatched += 1
+    if not unmatched:
+        return []
+    return [RunWarning(stage="extract", code="npc_unmatched", lane=request.context.lane_id,
+                       chunk_id=request.chunk.chunk_id,
+                       message=f"{unmatched} name(s) matched no NPC of the npcs reference; "
+                               "they stay names without an NPC id")]
+
+
+def grounding_problems(ctx: ValidationContext, output: ModuleOutput, items_field: str,
+                       fields: Sequence[tuple[str, str]]) -> list[str]:
+    """Lane rule: a name that denotes an NPC of the bound `npcs` artifact carries that NPC's
+    id, and every id that is set belongs to that artifact. Problems name record index and
+    field, never the name. The validation context carries references only when the engine
+    passes them (see `references_of`); without them the rule has nothing to check against."""
+    refs = references_of(ctx)
+    if refs is None:
+        return []
+    if NPCS_SLOT not in refs:
+        return _ids_without_reference(output, items_field, fields)
+    index = NpcIndex.from_artifact(refs[NPCS_SLOT].artifact)
+    problems: list[str] = []
+    for i, record in enumerate(_records(output, items_field)):
+        for name_field, id_field in fields:
+            expected = index.lookup(record.get(name_field))
+            actual = record.get(id_field)
+            if expected is not None and actual != expected:
+                problems.append(f"{items_field}[{i}].{id_field}: names an NPC but lacks its id")
+            elif actual is not None and actual not in index.known_ids:
+                problems.append(f"{items_field}[{i}].{id_field}: not an id of the npcs reference")
+            elif actual is not None and expected is None:
+                problems.append(f"{items_field}[{i}].{id_field}: set for a name that is no NPC")
+    return problems
+
+
+def _ids_without_reference(output: ModuleOutput, items_field: str,
+                           fields: Sequence[tuple[str, str]]) -> list[str]:
+    """With no `npcs` reference, no id can have come from grounding."""
+    return [f"{items_field}[{i}].{id_field}: NPC id set but no npcs reference is bound"
+            for i, record in enumerate(_records(output, items_field))
+            for _, id_field in fields if record.get(id_field) is not None]
+
+
+def references_of(ctx: ValidationContext) -> Mapping[str, PreparedReference] | None:
+    """The stage's prepared references, or None when the validation context does not carry
+    them. reference/pipeline.md gives validators the references; the engine's
+    `ValidationContext` does not have the field yet (an engine change is proposed), so the
+    rule reads it when present and stands aside otherwise."""
+    refs = getattr(ctx, "references", None)
+    return refs if isinstance(refs, Mapping) else None
+
+
+def _records(output: ModuleOutput, items_field: str) -> Iterable[dict[str, Any]]:
+    return (output.payload or {}).get(items_field, [])

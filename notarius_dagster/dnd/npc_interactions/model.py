@@ -1,0 +1,48 @@
+"""`dnd/npc-interaction-list`: the party dealing with one NPC (talk, trade, threat, help,
+combat, other), who took part, and what happened. `npc_id` comes from grounding against the
+`npcs` lane, never from the model."""
+
+from __future__ import annotations
+
+from typing import Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from notarius_dagster.dnd.npcs.model import NPC_ID_PATTERN
+from notarius_dagster.dnd.records import Record
+
+KIND: Final = "dnd/npc-interaction-list"
+ITEMS = "npc_interactions"
+InteractionKind = Literal["talk", "trade", "threat", "help", "combat", "other"]
+
+
+class NpcInteraction(Record):
+    """One interaction with one NPC. `id` is assigned by normalization
+    (`interaction-0001` in source order)."""
+
+    id: str | None = Field(default=None, pattern=r"^interaction-[0-9]{4,}$")
+    npc: str = Field(min_length=1, max_length=120)
+    npc_id: str | None = Field(pattern=NPC_ID_PATTERN)
+    participants: list[str] = Field(max_length=20)
+    kind: InteractionKind
+    summary: str = Field(max_length=600)
+
+
+class NpcInteractionList(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    kind: Literal["dnd/npc-interaction-list"] = KIND
+    schema_version: Literal["v1"] = "v1"
+    source_id: str
+    npc_interactions: list[NpcInteraction]
+
+
+class InteractionAnswerItem(BaseModel):
+    npc: str = Field(min_length=1, max_length=120)
+    participants: list[str] = Field(default_factory=list, max_length=20)
+    kind: InteractionKind = "other"
+    summary: str = Field(default="", max_length=600)
+    unit_ids: list[int] = Field(min_length=1, max_length=50)
+
+
+class InteractionAnswer(BaseModel):
+    npc_interactions: list[InteractionAnswerItem] = Field(max_length=40)
