@@ -13,6 +13,7 @@ from assets.checks import build_asset_checks
 from assets.evidence import build_evidence_context_asset
 from assets.factory import build_session_assets
 from assets.sensors import build_sensors
+from assets.stale_sensor import build_stale_lanes_sensor
 from assets.jobs import materialize_session
 from notarius_dagster.engine.resolution import (
     ResolvedPipeline,
@@ -51,7 +52,7 @@ def build_definitions(
     return Definitions(
         assets=build_session_assets(pipeline, extra=extra_assets(pipeline)),
         asset_checks=build_asset_checks(pipeline),
-        sensors=build_sensors(settings),
+        sensors=[*build_sensors(settings), build_stale_lanes_sensor()],
         jobs=[materialize_session],
         resources={
             "io_manager": JsonAssetIOManager(root=str(settings.asset_values)),

@@ -34,7 +34,7 @@ COMBAT_CUE = re.compile(r"\b(initiative|attacks?|damage|hits?|miss(?:es)?)\b", r
 META_CUE = re.compile(r"\b(break|welcome back|sponsor|announcements?)\b", re.IGNORECASE)
 RECAP_CUE = re.compile(r"\b(last we left|previously)\b", re.IGNORECASE)
 DAMAGE = re.compile(r"\b(\d+d\d+|\d+)\s+(?:\w+\s+)?damage\b", re.IGNORECASE)
-CAST = re.compile(r"\bcast(?:s|ing)?\s+((?:[A-Z][\w']*)(?:\s+[A-Z][\w']*)*)")
+CAST = re.compile(r"\bcast(?:s|ing)?\s+([A-Z][\w']*(?:\s+(?:of\s+|the\s+)?[A-Z][\w']*)*)")
 LEVEL = re.compile(r"\b([1-9])(?:st|nd|rd|th)[- ]level\b", re.IGNORECASE)
 ITEM_VERBS = {"give": "given", "gives": "given", "hand": "given", "hands": "given",
               "buy": "bought", "buys": "bought", "sell": "sold", "sells": "sold",
@@ -42,7 +42,7 @@ ITEM_VERBS = {"give": "given", "gives": "given", "hand": "given", "hands": "give
               "pull out": "used", "pulls out": "used", "take": "acquired", "takes": "acquired",
               "find": "acquired", "finds": "acquired"}
 ITEM = re.compile(r"\b(" + "|".join(sorted(ITEM_VERBS, key=len, reverse=True))
-                  + r")\s+(?:(?:him|her|them|you|me)\s+)?(?:(a|an|the|some|\d+)\s+)?"
+                  + r")\s+(?:(?:him|her|them|you|me|[A-Z][a-z]+)\s+)?(?:(a|an|the|some|\d+)\s+)?"
                   r"([a-z][\w-]*(?:\s+(?:gold|silver|copper)\s+pieces?)?)")
 MONEY = re.compile(r"\b(\d+|five|ten|two|three)\s+(gold|silver|copper)(?:\s+pieces?)?\b",
                    re.IGNORECASE)
@@ -54,7 +54,10 @@ def _user(messages: Messages) -> str:
 
 
 def _npc_in(text: str, names: tuple[str, ...] = NPC_NAMES) -> str | None:
-    return next((n for n in names if n.casefold() in text.casefold()), None)
+    """The name that occurs first in `text` (None: no name occurs)."""
+    found = [(text.casefold().find(n.casefold()), n) for n in names]
+    hits = sorted((at, n) for at, n in found if at >= 0)
+    return hits[0][1] if hits else None
 
 
 def scene_answer(messages: Messages) -> dict[str, Any]:

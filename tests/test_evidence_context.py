@@ -9,12 +9,20 @@ import ast
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
 import jsonschema
 import pytest
-from dagster import AssetKey, Failure, build_asset_context
+from dagster import (
+    AssetExecutionContext,
+    AssetKey,
+    DagsterInstance,
+    Failure,
+    build_asset_context,
+)
 from pydantic import BaseModel, ConfigDict
 
 from assets.evidence import build_evidence_context_asset
@@ -198,6 +206,14 @@ def published_files(evidence: EvidenceContext | None,
                             evidence_context=None if evidence is None
                             else evidence.model_dump(mode="json"))
     return {name: json.loads(data) for name, data in encode_bundle(files).items()}
+
+
+@contextmanager
+def invocation() -> Iterator[AssetExecutionContext]:
+    """A context for invoking an asset directly, on an ephemeral instance disposed afterwards."""
+    with DagsterInstance.ephemeral() as instance, \
+            build_asset_context(partition_key="s1", instance=instance) as context:
+        yield context
 
 
 @pytest.fixture
@@ -495,9 +511,8 @@ def test_evidence_asset_fails_the_run_on_an_invalid_reference() -> None:
     asset = build_evidence_context_asset(pipeline)
     assert asset is not None
     doc = make_document(texts=TEXTS)
-    with pytest.raises(Failure) as info:
-        asset(build_asset_context(partition_key="s1"), source_document=doc,
-              things=things("things", [(2, 404)]))
+    with invocation() as context, pytest.raises(Failure) as info:
+        asset(context, source_document=doc, things=things("things", [(2, 404)]))
     assert "lane 'things' reference 0" in str(info.value.description)
 
 
@@ -506,8 +521,8 @@ def test_evidence_asset_returns_the_document_with_counts_only() -> None:
     asset = build_evidence_context_asset(pipeline)
     assert asset is not None
     doc = make_document(texts=TEXTS)
-    output = asset(build_asset_context(partition_key="s1"), source_document=doc,
-                   things=things("things", [(2, 2), (7, 7)]))
+    with invocation() as context:
+        output = asset(context, source_document=doc, things=things("things", [(2, 2), (7, 7)]))
     assert isinstance(output.value, EvidenceContext)
     assert unit_ids(output.value) == [[1, 2, 3], [6, 7, 8]]
     meta = {key: getattr(value, "value", value) for key, value in output.metadata.items()}

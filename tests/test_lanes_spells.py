@@ -22,7 +22,7 @@ from tests.lane_doubles import complete_pipeline, npc_artifact, run_one_lane
 
 KIND = "dnd/spell-list"
 NPCS = npc_artifact("s1", [("npc-the-sea-hag", "the Sea Hag", ["hag"])])
-TEXTS = ["I cast Fire Bolt at the hag.", "Roll it.", "The hag casts Ray of Sickness on Mozzie.",
+TEXTS = ["I cast Fire Bolt at the hag.", "Roll it.", "Sea Hag casts Ray of Sickness on Mozzie.",
          "I cast Cure Wounds at 2nd level on Mozzie.", "Nice."]
 
 
@@ -63,22 +63,23 @@ def test_a_spell_level_outside_0_to_9_is_a_schema_problem(doc: SourceDocument) -
 
 
 def test_the_npcs_slot_is_optional() -> None:
-    spec_slots = {s.name: s.required for s in
-                  __import__("notarius_dagster.engine.catalog", fromlist=["CATALOG"])
-                  .CATALOG.spec("extract", "dnd.spells.extract").slots}
-    assert spec_slots == {"npcs": False}
+    from notarius_dagster.engine.catalog import CATALOG
+
+    spec = CATALOG.spec("extract", "dnd.spells.extract")
+    assert spec is not None and {s.name: s.required for s in spec.slots} == {"npcs": False}
 
 
 def test_the_lane_runs_end_to_end_with_grounded_casters() -> None:
     doc = make_document(list(range(5)), texts=TEXTS)
     chunks = [make_chunk(doc, 0, doc.units[:3]), make_chunk(doc, 1, doc.units[2:])]
-    npcs = npc_artifact("s1", [("npc-the-hag", "The hag", ["hag"])])
+    npcs = npc_artifact("s1", [("npc-sea-hag", "Sea Hag", ["hag"])])
     result = run_one_lane(complete_pipeline().lane("spells"), doc, chunks, {"npcs": npcs})
     assert result.status == "accepted" and result.rejections == ()
     spells = result.payload["spells"]
     assert [(s["id"], s["spell"]) for s in spells] == [
         ("spell-0001", "Fire Bolt"), ("spell-0002", "Ray of Sickness"),
         ("spell-0003", "Cure Wounds")]
+    assert [s["caster_npc_id"] for s in spells] == [None, "npc-sea-hag", None]
     assert spells[2]["level"] == 2
     assert [r["start_unit_id"] for r in spells[1]["source_refs"]] == [2]  # seen twice, once
 

@@ -1,0 +1,147 @@
+"""Re-running after a prompt change: code versions mark only the edited lane, the stale
+backfill re-runs that lane and its dependants in every session, and checkpoints make every
+unchanged extraction free. Editing one transcript unit re-calls only the chunks holding it."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from dagster import AssetKey, DagsterInstance
+
+from notarius_dagster.cli_backfill import stale_backfill
+from notarius_dagster.dnd.npcs import modules as npc_modules
+from notarius_dagster.engine.transcripts import register_transcript
+from notarius_dagster.llm.test_double import scripted_llm
+from notarius_dagster.runner import build_run_definitions, run_session
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLE = REPO / "samples" / "crd3-c2e001-slice.jsonl"
+COMPLETE = REPO / "configs" / "dnd-complete.yaml"
+SESSIONS = {"one": (0, 60), "two": (60, 120), "three": (120, 200)}
+
+lane_doubles = pytest.importorskip("tests.lane_doubles")
+
+
+def lane_of(call: Any) -> str:
+    """Which lane a recorded call belongs to (the lane rides along as request metadata)."""
+    return str(call.metadata.get("lane"))
+
+
+def write_slices(tmp_path: Path) -> dict[str, Path]:
+    lines = SAMPLE.read_text().splitlines()
+    out = {}
+    for name, (a, b) in SESSIONS.items():
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text("\n".join(lines[a:b]) + "\n")
+        out[name] = path
+    return out
+
+
+def materialize_all(tmp_path: Path, instance: DagsterInstance, slices: dict[str, Path],
+                    profile: Path = COMPLETE) -> None:
+    for session, path in slices.items():
+        register_transcript(tmp_path / "data" / "transcripts", session, path)
+        outcome = run_session(session_id=session, profile=profile, data_root=tmp_path / "data",
+                              llm_profile="test-double", instance=instance, quiet=True)
+        assert outcome.success, outcome.error
+
+
+def manifest(tmp_path: Path, session: str) -> dict[str, Any]:
+    return json.loads((tmp_path / "data" / "bundles" / session / "manifest.json").read_text())
+
+
+@pytest.fixture
+def edited_npc_prompt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    prompt = tmp_path / "npcs-prompt.md"
+    prompt.write_text(npc_modules.PROMPT_PATH.read_text().replace(
+        "Never invent names or ids.", "Never invent names or ids. Prefer full names."))
+    monkeypatch.setattr(npc_modules, "PROMPT_PATH", prompt)
+
+
+def code_versions(tmp_path: Path) -> dict[str, str | None]:
+    defs = build_run_definitions(profile=COMPLETE, data_root=tmp_path / "data",
+                                 llm_profile="test-double")
+    graph = defs.resolve_asset_graph()
+    return {k.to_user_string(): graph.get(k).code_version for k in graph.materializable_asset_keys}
+
+
+def test_prompt_edit_changes_only_that_lanes_code_version(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    before = code_versions(tmp_path)
+    prompt = tmp_path / "p.md"
+    prompt.write_text(npc_modules.PROMPT_PATH.read_text() + "\nBe brief.\n")
+    monkeypatch.setattr(npc_modules, "PROMPT_PATH", prompt)
+    after = code_versions(tmp_path)
+    assert {k for k in before if before[k] != after[k]} == {"npcs"}
+
+
+def test_stale_backfill_calls_the_model_only_for_the_edited_lane(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    instance = DagsterInstance.ephemeral()
+    slices = write_slices(tmp_path)
+    with scripted_llm(lane_doubles.complete_responder) as first:
+        materialize_all(tmp_path, instance, slices)
+    first_npc_calls = sum(1 for c in first.calls if lane_of(c) == "npcs")
+    assert first_npc_calls > 0 and len({lane_of(c) for c in first.calls}) > 1
+
+    prompt = tmp_path / "npcs-prompt.md"
+    prompt.write_text(npc_modules.PROMPT_PATH.read_text() + "\nPrefer full names.\n")
+    monkeypatch.setattr(npc_modules, "PROMPT_PATH", prompt)
+    defs = build_run_definitions(profile=COMPLETE, data_root=tmp_path / "data",
+                                 llm_profile="test-double")
+    report = io.StringIO()
+    with scripted_llm(lane_doubles.complete_responder) as second:
+        code = stale_backfill(instance=instance, defs=defs, in_process=True, dry_run=False,
+                              out=report)
+    assert code == 0, report.getvalue()
+    assert all(s in report.getvalue() for s in SESSIONS)
+    # Only the edited lane's chunks called the model; its artifact came out the same, so the
+    # lanes that consume it re-ran from their checkpoints.
+    assert Counter(lane_of(c) for c in second.calls) == Counter({"npcs": first_npc_calls})
+    for session in SESSIONS:
+        lanes = {lane["lane_id"]: lane for lane in manifest(tmp_path, session)["artifact_lanes"]}
+        assert lanes["npcs"]["chunks"]["reused"] == 0
+        for dependant in ("combat-turns", "npc-interactions", "item-events", "spells"):
+            chunks = lanes[dependant]["chunks"]
+            assert chunks["reused"] == chunks["total"] and lanes[dependant]["llm"]["calls"] == 0
+    # The scene lane does not depend on npcs: the backfill left it alone.
+    runs_of_scenes = instance.fetch_materializations(AssetKey("scene_descriptions"), limit=100)
+    assert len(runs_of_scenes.records) == len(SESSIONS)
+
+    with scripted_llm(lane_doubles.complete_responder) as third:
+        assert stale_backfill(instance=instance, defs=defs, in_process=True, dry_run=False,
+                              out=io.StringIO()) == 0
+    assert third.calls == []
+
+
+def test_editing_one_unit_recalls_only_the_chunks_that_hold_it(tmp_path: Path) -> None:
+    profile = tmp_path / "npcs-only.yaml"
+    profile.write_text(
+        "version: 1\npipeline:\n  id: npcs-only\n  llm_profile: test-double\n"
+        "  chunk: {module: generic, options: {max_units: 10, max_chars: 100000}}\n"
+        "  lanes:\n    - id: npcs\n      extract: {module: dnd.npcs.extract}\n"
+        "      merge: {module: dnd.npcs.merge}\n      normalize: {module: dnd.npcs.normalize}\n")
+    instance = DagsterInstance.ephemeral()
+    lines = SAMPLE.read_text().splitlines()[:50]
+    source = tmp_path / "edit.jsonl"
+    source.write_text("\n".join(lines) + "\n")
+    with scripted_llm(lane_doubles.complete_responder) as first:
+        materialize_all(tmp_path, instance, {"edit": source}, profile=profile)
+    assert len(first.calls) == 5
+
+    unit = json.loads(lines[23])
+    unit["text"] += " (edited)"
+    lines[23] = json.dumps(unit)
+    source.write_text("\n".join(lines) + "\n")
+    with scripted_llm(lane_doubles.complete_responder) as second:
+        materialize_all(tmp_path, instance, {"edit": source}, profile=profile)
+    assert [c.metadata.get("chunk_id") for c in second.calls] == ["chunk-0002"]
+    lane = manifest(tmp_path, "edit")["artifact_lanes"][0]
+    assert lane["chunks"] == {"total": 5, "called_model": 1, "reused": 4, "skipped": 0,
+                              "rejected": 0}
