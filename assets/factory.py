@@ -8,12 +8,13 @@ and calls one engine function."""
 
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from dagster import (
     AssetExecutionContext,
+    Config,
     AssetIn,
     AssetKey,
     AssetsDefinition,
@@ -37,7 +38,7 @@ from notarius_dagster.engine.models import SourceDocument
 from notarius_dagster.engine.bundle import encode_bundle, publish_bundle
 from notarius_dagster.engine.publication import assemble_bundle
 from notarius_dagster.engine.references import prepare_file, prepare_lane_references
-from notarius_dagster.engine.resolution import ResolvedLane, ResolvedPipeline
+from notarius_dagster.engine.resolution import ResolvedLane, ResolvedPipeline, RuntimeBinding
 from notarius_dagster.engine.transcripts import stored_transcript
 from notarius_dagster.llm.client import TransientLLMError
 from resources.bundle_store import BundleStore
@@ -45,6 +46,23 @@ from resources.llm import LLMResource
 
 TRANSCRIPT = AssetKey("transcript")
 GROUP = "session"
+
+Reresolve = Callable[[Sequence[RuntimeBinding], Sequence[str]], ResolvedPipeline]
+
+
+class RuntimeReferences(Config):
+    """Runtime reference overrides for one run, as `notarius run --reference/--unbind` gives
+    them: `references` maps a selector (SLOT, LANE.extract.SLOT, ...) to a file path (absolute,
+    or relative to the run worker's working directory); `unbind` lists selectors to unbind."""
+
+    references: dict[str, str] = {}
+    unbind: list[str] = []
+
+    def active(self) -> bool:
+        return bool(self.references or self.unbind)
+
+    def bindings(self) -> list[RuntimeBinding]:
+        return [RuntimeBinding(selector=k, path=v) for k, v in sorted(self.references.items())]
 
 
 def asset_name(lane_id: str) -> str:
@@ -116,7 +134,8 @@ class _no_client:
         return None
 
 
-def build_lane_asset(pipeline: ResolvedPipeline, lane: ResolvedLane) -> AssetsDefinition:
+def build_lane_asset(pipeline: ResolvedPipeline, lane: ResolvedLane,
+                     reresolve: Reresolve | None = None) -> AssetsDefinition:
     ins = {"source_document": AssetIn("source_document"), "chunk_map": AssetIn("chunk_map")}
     for dep in lane.depends_on:
         ins[asset_name(dep)] = AssetIn(asset_name(dep))
@@ -125,9 +144,12 @@ def build_lane_asset(pipeline: ResolvedPipeline, lane: ResolvedLane) -> AssetsDe
            ins=ins, code_version=lane_code_version(lane), pool="llm",
            kinds={"json"}, tags={"notarius/lane": lane.id},
            description=f"The `{lane.id}` lane ({lane.kind}): extract per chunk, merge, normalize.")
-    def lane_asset(context: AssetExecutionContext, llm: LLMResource, store: BundleStore,
-                   **upstream: Any) -> Output[LaneResult]:
+    def lane_asset(context: AssetExecutionContext, config: RuntimeReferences, llm: LLMResource,
+                   store: BundleStore, **upstream: Any) -> Output[LaneResult]:
         document: SourceDocument = upstream["source_document"]
+        current = lane
+        if config.active():
+            current = _runtime_lane(lane, config, reresolve)
         chunks: ChunkResult = upstream["chunk_map"]
         if chunks.chunk_map is None:
             result = LaneResult(lane_id=lane.id, kind=lane.kind, status="rejected", payload=None,
@@ -135,10 +157,10 @@ def build_lane_asset(pipeline: ResolvedPipeline, lane: ResolvedLane) -> AssetsDe
             return Output(result, metadata=lane_metadata(result))
         payloads = {dep: upstream[asset_name(dep)].payload for dep in lane.depends_on}
         try:
-            refs, ref_warnings, provenance = prepare_lane_references(lane.stages(), payloads)
+            refs, ref_warnings, provenance = prepare_lane_references(current.stages(), payloads)
             with llm.client() as client:
                 result = run_lane(
-                    lane, document=document, chunks=chunks.chunk_map.chunks, references=refs,
+                    current, document=document, chunks=chunks.chunk_map.chunks, references=refs,
                     client=client, session_id=context.partition_key,
                     llm_fingerprint=llm.fingerprint(),
                     max_concurrency=llm.profile.max_concurrency,
@@ -156,6 +178,23 @@ def build_lane_asset(pipeline: ResolvedPipeline, lane: ResolvedLane) -> AssetsDe
         return Output(result, metadata=lane_metadata(result))
 
     return lane_asset
+
+
+def _runtime_lane(lane: ResolvedLane, config: RuntimeReferences,
+                  reresolve: Reresolve | None) -> ResolvedLane:
+    """Re-resolve the profile with this run's reference overrides (the same rules as the CLI:
+    flat names only when unambiguous, required slots stay bound)."""
+    if reresolve is None:
+        raise Failure(description="this code location cannot apply runtime references")
+    try:
+        resolved = reresolve(config.bindings(), config.unbind)
+    except NotariusError as exc:
+        raise _fail(exc, f"lane {lane.id}: runtime references") from None
+    new = resolved.lane(lane.id)
+    if new.depends_on != lane.depends_on:
+        raise Failure(description=f"lane {lane.id}: runtime references cannot change which "
+                                  "lanes it depends on")
+    return new
 
 
 def build_bundle_asset(pipeline: ResolvedPipeline, *, with_evidence: bool) -> AssetsDefinition:
@@ -228,12 +267,13 @@ def transcript_spec() -> AssetSpec:
 
 
 def build_session_assets(pipeline: ResolvedPipeline,
-                         extra: Mapping[str, AssetsDefinition] | None = None
+                         extra: Mapping[str, AssetsDefinition] | None = None,
+                         reresolve: Reresolve | None = None
                          ) -> list[AssetsDefinition | AssetSpec]:
     with_evidence = bool(extra and "evidence_context" in extra)
     assets: list[AssetsDefinition | AssetSpec] = [
         transcript_spec(), build_source_document_asset(pipeline), build_chunk_map_asset(pipeline)]
-    assets.extend(build_lane_asset(pipeline, lane) for lane in pipeline.lanes)
+    assets.extend(build_lane_asset(pipeline, lane, reresolve) for lane in pipeline.lanes)
     assets.extend((extra or {}).values())
     assets.append(build_bundle_asset(pipeline, with_evidence=with_evidence))
     return assets

@@ -50,7 +50,11 @@ def build_definitions(
     pipeline = resolve_settings_pipeline(settings, runtime_references=runtime_references,
                                          runtime_unbinds=runtime_unbinds, lanes=lanes)
     return Definitions(
-        assets=build_session_assets(pipeline, extra=extra_assets(pipeline)),
+        assets=build_session_assets(
+            pipeline, extra=extra_assets(pipeline),
+            reresolve=lambda refs, unbinds: resolve_settings_pipeline(
+                settings, runtime_references=[*runtime_references, *refs],
+                runtime_unbinds=[*runtime_unbinds, *unbinds], lanes=lanes)),
         asset_checks=build_asset_checks(pipeline),
         sensors=[*build_sensors(settings), build_stale_lanes_sensor()],
         jobs=[materialize_session],

@@ -690,3 +690,46 @@ def test_projector_never_looks_for_reference_fields_in_json() -> None:
     assert "json" not in _imports(path)
     # The only way in is the kind's typed projection.
     assert "project_source_refs" in path.read_text()
+
+
+# --- End to end: the real asset job, with evidence enabled for the npcs lane.
+
+
+def test_enabled_profile_publishes_evidence_through_the_asset_job(tmp_path: Path) -> None:
+    import yaml
+
+    from notarius_dagster.engine.transcripts import register_transcript
+    from notarius_dagster.llm.test_double import scripted_llm
+    from notarius_dagster.runner import run_session
+    from tests.doubles import lane_responder
+
+    sample = REPO / "samples" / "crd3-c2e001-slice.jsonl"
+    data = yaml.safe_load((REPO / "configs" / "offline.yaml").read_text())
+    data["pipeline"]["output"] = {"module": "json", "options": {"evidence_context": {
+        "enabled": True, "window_units": 1, "lanes": ["npcs"]}}}
+    profile_path = tmp_path / "evidence.yaml"
+    profile_path.write_text(yaml.safe_dump(data))
+    register_transcript(tmp_path / "data" / "transcripts", "sample", sample)
+    with DagsterInstance.ephemeral() as instance, scripted_llm(lane_responder):
+        outcome = run_session(session_id="sample", profile=profile_path,
+                              data_root=tmp_path / "data", llm_profile="test-double",
+                              instance=instance, quiet=True)
+    assert outcome.success, outcome.error
+    bundle = tmp_path / "data" / "bundles" / "sample"
+    index = json.loads((bundle / "index.json").read_text())
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    evidence = json.loads((bundle / index["evidence_context"]["file"]).read_text())
+    npcs = json.loads((bundle / "lanes" / "npcs.json").read_text())
+    jsonschema.validate(evidence, SCHEMA)
+    assert index["evidence_context"] == EVIDENCE_DESCRIPTOR
+    assert [lane["lane_id"] for lane in index["lanes"]] == ["npcs"]
+    assert manifest["evidence_context"] is True and len(manifest["outputs"]) == 1
+    cited = sorted({(r["source_id"], r["start_unit_id"], r["end_unit_id"])
+                    for npc in npcs["npcs"] for r in npc["source_refs"]})
+    published = sorted((r["source_ref"]["source_id"], r["source_ref"]["start_unit_id"],
+                        r["source_ref"]["end_unit_id"])
+                       for c in evidence["contexts"] for r in c["references"])
+    assert cited and published == cited
+    texts = {json.loads(line)["text"] for line in sample.read_text().splitlines()}
+    assert all(u["text"] in texts for c in evidence["contexts"] for u in c["units"])
+    assert str(tmp_path) not in json.dumps(evidence)

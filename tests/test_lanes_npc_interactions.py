@@ -78,7 +78,8 @@ def test_the_npc_is_grounded_by_name_or_alias(doc: SourceDocument) -> None:
 
 
 def test_the_lane_runs_end_to_end_in_source_order() -> None:
-    texts = ["Ornna hands you the blade.", "Thanks, Ornna.", "Gustav Fletching waves from the tent."]
+    texts = ["Ornna hands you the blade.", "Thanks, Ornna.",
+             "Gustav Fletching waves from the tent."]
     doc = make_document([3, 4, 5], texts=texts)
     result = run_one_lane(complete_pipeline().lane("npc-interactions"), doc,
                           [make_chunk(doc, 0, doc.units[:2]), make_chunk(doc, 1, doc.units[1:])],

@@ -1,0 +1,252 @@
+"""Reference bindings (pipeline defaults, target-local overrides, runtime overrides and
+unbinds, flat names) and materialization of bound files; reference content never leaks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from dagster import AssetKey, DagsterInstance
+
+from notarius_dagster.engine.catalog import CATALOG, ModuleSpec, ReferenceSlot
+from notarius_dagster.engine.config import parse_profile
+from notarius_dagster.engine.contracts import ExtractRequest, ModuleOutput
+from notarius_dagster.engine.errors import ProfileError, ReferenceError_
+from notarius_dagster.engine.references import prepare_file, prepare_generated
+from notarius_dagster.engine.resolution import RuntimeBinding, resolve_pipeline
+from notarius_dagster.engine.transcripts import register_transcript
+from notarius_dagster.runner import run_session
+
+SECRET = "GLOSSARY-CONTENT-MARKER-7731"
+GLOSSARY = ReferenceSlot(name="glossary", accepted_media_types=("text/plain", "text/markdown"),
+                         max_bytes=200)
+LOOSE = ReferenceSlot(name="notes")
+SCENES = ReferenceSlot(name="scenes", accepted_kinds=("dnd/scene-description-list",))
+NEEDED = ReferenceSlot(name="needed", required=True)
+
+
+class GlossaryExtractor:
+    """Uses the glossary (counts its lines) without ever echoing it."""
+
+    def __init__(self, options: dict[str, Any]) -> None:
+        pass
+
+    def extract(self, request: ExtractRequest) -> ModuleOutput:
+        glossary = request.context.references.get("glossary")
+        lines = len(glossary.text.splitlines()) if glossary and glossary.text else 0
+        name = f"glossary-lines-{lines}"
+        unit = request.chunk.unit_ids[0]
+        return ModuleOutput(payload={
+            "kind": "dnd/npc-list", "schema_version": "v1", "source_id": request.chunk.source_id,
+            "npcs": [{"name": name, "aliases": [], "description": "", "source_refs": [
+                {"source_id": request.chunk.source_id, "start_unit_id": unit,
+                 "end_unit_id": unit}]}]})
+
+
+CATALOG.register(ModuleSpec(key="test.glossary-extract", stage="extract", requires=("chunks",),
+                            artifact_kind="dnd/npc-list", slots=(GLOSSARY, LOOSE, SCENES)),
+                 GlossaryExtractor)
+CATALOG.register(ModuleSpec(key="test.glossary-merge", stage="merge", requires=("chunks",),
+                            slots=(GLOSSARY,)),
+                 lambda options: CATALOG.build("merge", "appendorder", options))
+CATALOG.register(ModuleSpec(key="test.needy-extract", stage="extract", requires=("chunks",),
+                            artifact_kind="dnd/npc-list", slots=(NEEDED,)), GlossaryExtractor)
+
+
+def profile(lane_refs: dict[str, Any] | None = None, pipeline_refs: dict[str, Any] | None = None,
+            merge: str = "appendorder", module: str = "test.glossary-extract") -> dict[str, Any]:
+    return {"version": 1, "pipeline": {
+        "id": "refs", "llm_profile": "test-double", "references": pipeline_refs or {},
+        "lanes": [{"id": "npcs", "extract": {"module": module, "references": lane_refs or {}},
+                   "merge": {"module": merge}, "normalize": {"module": "dnd.npcs.normalize"}}]}}
+
+
+def resolve(data: dict[str, Any], base: Path = Path("/cfg"), **kw: Any):
+    return resolve_pipeline(parse_profile(data, profile_name="refs.yaml"),
+                            profile_name="refs.yaml", base_dir=base, **kw)
+
+
+def bindings(resolved: Any, stage: str) -> dict[str, Any]:
+    return {b.slot: b for b in getattr(resolved.lane("npcs"), stage).references}
+
+
+def test_pipeline_binding_is_a_default_for_every_declaring_target() -> None:
+    resolved = resolve(profile(pipeline_refs={"glossary": {"path": "g.txt"}},
+                               merge="test.glossary-merge"))
+    for stage in ("extract", "merge"):
+        b = bindings(resolved, stage)["glossary"]
+        assert (b.source, b.path, b.display) == ("pipeline", "/cfg/g.txt", "g.txt")
+
+
+def test_target_binding_overrides_the_pipeline_default() -> None:
+    resolved = resolve(profile(pipeline_refs={"glossary": {"path": "g.txt"}},
+                               lane_refs={"glossary": {"path": "local/l.txt"}},
+                               merge="test.glossary-merge"))
+    assert bindings(resolved, "extract")["glossary"].path == "/cfg/local/l.txt"
+    assert bindings(resolved, "extract")["glossary"].source == "target"
+    assert bindings(resolved, "merge")["glossary"].source == "pipeline"
+
+
+def test_target_binding_of_an_undeclared_slot_names_the_key_path() -> None:
+    with pytest.raises(ProfileError) as info:
+        resolve(profile(lane_refs={"nope": {"path": "x.txt"}}))
+    assert info.value.key_path == "pipeline.lanes[0].extract.references.nope"
+
+
+def test_pipeline_binding_nobody_declares_is_refused() -> None:
+    with pytest.raises(ProfileError, match="no selected .* declares"):
+        resolve(profile(pipeline_refs={"nope": {"path": "x.txt"}}))
+
+
+def test_runtime_override_resolves_relative_to_working_directory(tmp_path: Path) -> None:
+    resolved = resolve(profile(lane_refs={"notes": {"path": "cfg.txt"}}),
+                       runtime_references=[RuntimeBinding(selector="notes", path="run.txt")],
+                       cwd=tmp_path)
+    b = bindings(resolved, "extract")["notes"]
+    assert (b.source, b.path) == ("runtime", str(tmp_path / "run.txt"))
+
+
+def test_flat_runtime_name_declared_by_two_targets_needs_a_selector(tmp_path: Path) -> None:
+    data = profile(merge="test.glossary-merge")
+    with pytest.raises(ProfileError, match="npcs.extract.glossary, npcs.merge.glossary"):
+        resolve(data, runtime_references=[RuntimeBinding(selector="glossary", path="g.txt")])
+    resolved = resolve(data, cwd=tmp_path, runtime_references=[
+        RuntimeBinding(selector="npcs.merge.glossary", path="g.txt")])
+    assert "glossary" in bindings(resolved, "merge")
+    assert "glossary" not in bindings(resolved, "extract")
+
+
+def test_unknown_selector_is_refused() -> None:
+    with pytest.raises(ProfileError, match="selectors are SLOT, chunk.SLOT"):
+        resolve(profile(), runtime_references=[RuntimeBinding(selector="npcs.normalize.x",
+                                                              path="g.txt")])
+
+
+def test_runtime_unbind_removes_an_optional_binding() -> None:
+    resolved = resolve(profile(lane_refs={"notes": {"path": "n.txt"}}), runtime_unbinds=["notes"])
+    assert "notes" not in bindings(resolved, "extract")
+
+
+def test_required_slot_cannot_be_unbound_or_left_unbound() -> None:
+    with pytest.raises(ProfileError, match="required reference slot 'needed'"):
+        resolve(profile(module="test.needy-extract"))
+    with pytest.raises(ProfileError, match="required and cannot be unbound"):
+        resolve(profile(module="test.needy-extract", lane_refs={"needed": {"path": "n.txt"}}),
+                runtime_unbinds=["needed"])
+
+
+def prepared(tmp_path: Path, name: str, content: bytes, slot: str = "glossary"):
+    path = tmp_path / name
+    path.write_bytes(content)
+    resolved = resolve(profile(lane_refs={slot: {"path": str(path)}}))
+    return prepare_file(bindings(resolved, "extract")[slot])
+
+
+def test_file_reference_records_digest_media_type_and_no_content(tmp_path: Path) -> None:
+    ref, warnings = prepared(tmp_path, "g.md", SECRET.encode())
+    assert ref.digest.startswith("sha256:") and ref.media_type == "text/markdown"
+    assert ref.text == SECRET and warnings == []
+    assert SECRET not in json.dumps(dict(ref.provenance)) and str(tmp_path) not in json.dumps(
+        dict(ref.provenance))
+
+
+def test_missing_file_is_an_error_naming_the_file(tmp_path: Path) -> None:
+    resolved = resolve(profile(lane_refs={"glossary": {"path": str(tmp_path / "gone.txt")}}))
+    with pytest.raises(ReferenceError_, match="'gone.txt' not found"):
+        prepare_file(bindings(resolved, "extract")["glossary"])
+
+
+def test_non_utf8_file_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ReferenceError_, match="not UTF-8"):
+        prepared(tmp_path, "g.txt", b"caf\xe9")
+
+
+def test_file_over_the_slot_limit_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ReferenceError_, match="201 bytes; the slot allows 200"):
+        prepared(tmp_path, "g.txt", b"x" * 201)
+
+
+def test_empty_file_is_accepted_with_a_warning(tmp_path: Path) -> None:
+    ref, warnings = prepared(tmp_path, "g.txt", b"")
+    assert [w.code for w in warnings] == ["empty_reference"]
+
+
+def test_unknown_extension_is_octet_stream_checked_only_when_declared(tmp_path: Path) -> None:
+    ref, _ = prepared(tmp_path, "notes.weird", b"ok", slot="notes")
+    assert ref.media_type == "application/octet-stream"
+    with pytest.raises(ReferenceError_, match="media type 'application/octet-stream'"):
+        prepared(tmp_path, "g.weird", b"ok")
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    (b"{not json", "not valid JSON"),
+    (b'{"kind": "dnd/npc-list", "schema_version": "v1", "source_id": "s", "npcs": []}',
+     "the slot accepts"),
+    (b'{"kind": "dnd/scene-description-list", "scene_descriptions": 5}', "malformed external"),
+])
+def test_malformed_structured_file_reference_is_an_error(tmp_path: Path, content: bytes,
+                                                         message: str) -> None:
+    with pytest.raises(ReferenceError_, match=message):
+        prepared(tmp_path, "scenes.json", content, slot="scenes")
+
+
+def test_malformed_generated_reference_is_an_error_never_unbound() -> None:
+    resolved = resolve(profile(lane_refs={"scenes": {"path": "s.json"}}))
+    binding = bindings(resolved, "extract")["scenes"]
+    with pytest.raises(ReferenceError_, match="produced no accepted artifact"):
+        prepare_generated(binding, None)
+    with pytest.raises(ReferenceError_, match="malformed generated"):
+        prepare_generated(binding, {"kind": "dnd/scene-description-list", "x": 1})
+
+
+def test_reference_content_never_reaches_bundle_or_metadata(tmp_path: Path) -> None:
+    glossary = tmp_path / "glossary.txt"
+    glossary.write_text(f"{SECRET}\nsecond line\n")
+    cfg = tmp_path / "refs.yaml"
+    cfg.write_text(json.dumps(profile(lane_refs={"glossary": {"path": "glossary.txt"}})))
+    transcript = tmp_path / "t.jsonl"
+    transcript.write_text("".join(json.dumps({"text": f"line {i}", "speaker": "DM"}) + "\n"
+                                  for i in range(6)))
+    register_transcript(tmp_path / "data" / "transcripts", "refs", transcript)
+    instance = DagsterInstance.ephemeral()
+    outcome = run_session(session_id="refs", profile=cfg, data_root=tmp_path / "data",
+                          instance=instance, quiet=True)
+    assert outcome.success, outcome.error
+    bundle = tmp_path / "data" / "bundles" / "refs"
+    npcs = json.loads((bundle / "lanes" / "npcs.json").read_text())
+    assert npcs["npcs"][0]["name"] == "glossary-lines-2"  # the module did receive the content
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    provenance = manifest["artifact_lanes"][0]["references"]
+    assert provenance[0]["file"] == "glossary.txt" and provenance[0]["digest"].startswith("sha256")
+    published = "".join(p.read_text() for p in bundle.rglob("*.json"))
+    assert SECRET not in published and str(tmp_path) not in published
+    event = instance.get_latest_materialization_event(AssetKey("npcs"))
+    assert event is not None and event.asset_materialization is not None
+    assert SECRET not in json.dumps({k: str(v.value) for k, v in
+                                     event.asset_materialization.metadata.items()})
+
+
+def test_runtime_reference_through_dagster_run_config(tmp_path: Path) -> None:
+    from notarius_dagster.runner import build_run_definitions
+
+    (tmp_path / "short.txt").write_text("only line\n")
+    (tmp_path / "long.txt").write_text("a\nb\nc\n")
+    cfg = tmp_path / "refs.yaml"
+    cfg.write_text(json.dumps(profile(lane_refs={"glossary": {"path": "short.txt"}})))
+    transcript = tmp_path / "t.jsonl"
+    transcript.write_text(json.dumps({"text": "hello", "speaker": "DM"}) + "\n")
+    register_transcript(tmp_path / "data" / "transcripts", "rc", transcript)
+    instance = DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("sessions", ["rc"])
+    defs = build_run_definitions(profile=cfg, data_root=tmp_path / "data")
+    result = defs.resolve_job_def("materialize_session").execute_in_process(
+        instance=instance, partition_key="rc",
+        run_config={"ops": {"npcs": {"config": {
+            "references": {"npcs.extract.glossary": str(tmp_path / "long.txt")}}}}})
+    assert result.success
+    npcs = json.loads((tmp_path / "data" / "bundles" / "rc" / "lanes" / "npcs.json").read_text())
+    assert npcs["npcs"][0]["name"] == "glossary-lines-3"
+    manifest = json.loads((tmp_path / "data" / "bundles" / "rc" / "manifest.json").read_text())
+    assert manifest["artifact_lanes"][0]["references"][0]["binding"] == "runtime"
