@@ -1,11 +1,238 @@
-"""Asset checks on each lane and on the bundle (filled in by the operations issue)."""
+"""Asset checks on each lane and on the published bundle, per session partition.
 
-from __future__ import annotations
+Per lane (one `@multi_asset_check` step, so the lane value and the source document are loaded
+once):
+  - `schema_valid`          the accepted payload validates against its artifact kind's schema
+  - `source_refs_in_document` every source reference names this session and existing units
+  - `rejection_rate`        rejected share at or under NOTARIUS_MAX_REJECTION_RATE (WARN)
+On `session_bundle`:
+  - `files_match_index`     every file index.json lists exists and parses; every lane file is
+                            listed; no stray lane files
 
-from dagster import AssetChecksDefinition
+The checks are partitioned by session (`partitions_def` on each `AssetCheckSpec`, a preview
+feature in Dagster 1.13): a run of partition `session-042` evaluates them for `session-042`, and
+the UI shows results per partition. Lane checks receive the partition's values through the IO
+manager, exactly as downstream assets do; the bundle check reads the published files, because
+the bundle asset's value is the folder itself. Check results carry counts and problem paths,
+never payload values or transcript text."""
 
-from notarius_dagster.engine.resolution import ResolvedPipeline
+import json
+import os
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from dagster import (
+    AssetCheckExecutionContext,
+    AssetCheckResult,
+    AssetCheckSeverity,
+    AssetCheckSpec,
+    AssetChecksDefinition,
+    AssetIn,
+    AssetKey,
+    PreviewWarning,
+    multi_asset_check,
+)
+
+from assets.factory import asset_name
+from assets.partitions import sessions_partitions
+from notarius_dagster.engine.artifact_kinds import get_kind
+from notarius_dagster.engine.bundle import lane_file
+from notarius_dagster.engine.errors import ProfileError
+from notarius_dagster.engine.lane_runner import LaneResult
+from notarius_dagster.engine.models import SourceDocument
+from notarius_dagster.engine.resolution import ResolvedLane, ResolvedPipeline
+from notarius_dagster.engine.validators import ref_problems, schema_problems
+from resources.bundle_store import BundleStore
+
+MAX_REJECTION_RATE_ENV = "NOTARIUS_MAX_REJECTION_RATE"
+DEFAULT_MAX_REJECTION_RATE = 0.5
+MAX_LISTED_PROBLEMS = 10
+BUNDLE_ASSET = AssetKey("session_bundle")
+
+
+def max_rejection_rate() -> float:
+    """The threshold from the environment; a value that is not a number in [0, 1] is an error
+    that names the variable (the code location does not load with it)."""
+    raw = os.environ.get(MAX_REJECTION_RATE_ENV, "").strip()
+    if not raw:
+        return DEFAULT_MAX_REJECTION_RATE
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 1.0:
+        raise ProfileError("environment", MAX_REJECTION_RATE_ENV,
+                           f"must be a number from 0 to 1 (a share of chunks), got {raw!r}")
+    return value
+
+
+def rejection_rate(result: LaneResult) -> float:
+    """Rejected chunk extractions over the lane's chunks. A lane without an accepted payload
+    (its merge or normalize was rejected, or chunking was) counts as 1.0: nothing got through."""
+    if result.payload is None:
+        return 1.0
+    if result.stats.chunks == 0:
+        return 0.0
+    return result.stats.rejected / result.stats.chunks
+
+
+def _problems_metadata(problems: list[str]) -> dict[str, Any]:
+    return {"problems": len(problems), "first_problems": problems[:MAX_LISTED_PROBLEMS]}
+
+
+def schema_result(lane_key: AssetKey, result: LaneResult) -> AssetCheckResult:
+    if result.payload is None:
+        return AssetCheckResult(asset_key=lane_key, check_name="schema_valid", passed=True,
+                                description="no accepted payload to validate (see "
+                                            "rejection_rate)", metadata={"kind": result.kind})
+    problems = schema_problems(get_kind(result.kind), result.payload)
+    return AssetCheckResult(
+        asset_key=lane_key, check_name="schema_valid", passed=not problems,
+        description=None if not problems else f"{len(problems)} schema problem(s) in the "
+                                                  f"accepted {result.kind} payload",
+        metadata={"kind": result.kind, **_problems_metadata(problems)})
+
+
+def refs_result(lane_key: AssetKey, result: LaneResult,
+                document: SourceDocument) -> AssetCheckResult:
+    if result.payload is None:
+        return AssetCheckResult(asset_key=lane_key, check_name="source_refs_in_document",
+                                passed=True, description="no accepted payload to check",
+                                metadata={"references": 0})
+    kind = get_kind(result.kind)
+    try:
+        refs = kind.source_refs(result.payload)
+    except ValueError as exc:  # pydantic ValidationError: the schema check says where
+        return AssetCheckResult(asset_key=lane_key, check_name="source_refs_in_document",
+                                passed=False, description="the payload does not parse as "
+                                f"{result.kind} ({type(exc).__name__}); see schema_valid",
+                                metadata={"references": 0})
+    problems = ref_problems(refs, document.source_id, document.position_index())
+    return AssetCheckResult(
+        asset_key=lane_key, check_name="source_refs_in_document", passed=not problems,
+        description=None if not problems else f"{len(problems)} of {len(refs)} source "
+                                                  "reference(s) point outside the document",
+        metadata={"references": len(refs), "units_in_document": len(document.units),
+                  **_problems_metadata(problems)})
+
+
+def rejection_result(lane_key: AssetKey, result: LaneResult, threshold: float) -> AssetCheckResult:
+    rate = rejection_rate(result)
+    passed = rate <= threshold
+    return AssetCheckResult(
+        asset_key=lane_key, check_name="rejection_rate", passed=passed,
+        severity=AssetCheckSeverity.WARN,
+        description=None if passed else f"{rate:.0%} rejected, above the {threshold:.0%} "
+                                        f"allowed by {MAX_REJECTION_RATE_ENV}",
+        metadata={"rejection_rate": round(rate, 4), "max_rejection_rate": threshold,
+                  "rejected_chunks": result.stats.rejected, "chunks": result.stats.chunks,
+                  "rejections": len(result.rejections), "status": result.status})
+
+
+def build_lane_checks(lane: ResolvedLane, threshold: float) -> AssetChecksDefinition:
+    key = AssetKey(asset_name(lane.id))
+    specs = [
+        AssetCheckSpec("schema_valid", asset=key, partitions_def=sessions_partitions,
+                       description=f"The accepted payload validates as {lane.kind}."),
+        AssetCheckSpec("source_refs_in_document", asset=key, partitions_def=sessions_partitions,
+                       additional_deps=["source_document"],
+                       description="Every source reference names this session and an ordered "
+                                   "range of units that exist in its source document."),
+        AssetCheckSpec("rejection_rate", asset=key, partitions_def=sessions_partitions,
+                       description=f"At most {threshold:.0%} of the lane's chunk extractions "
+                                   f"are rejected ({MAX_REJECTION_RATE_ENV}; WARN)."),
+    ]
+
+    @multi_asset_check(name=f"{asset_name(lane.id)}_checks", specs=specs,
+                       ins={"lane_result": AssetIn(key),
+                            "source_document": AssetIn("source_document")},
+                       description=f"Checks of the `{lane.id}` lane.")
+    def lane_checks(context: AssetCheckExecutionContext, lane_result: LaneResult,
+                    source_document: SourceDocument) -> Iterator[AssetCheckResult]:
+        yield schema_result(key, lane_result)
+        yield refs_result(key, lane_result, source_document)
+        yield rejection_result(key, lane_result, threshold)
+
+    return lane_checks
+
+
+def bundle_problems(bundle: Path) -> tuple[list[str], int]:
+    """Problems of a published bundle against its index.json, and how many files it lists.
+    Problems name logical paths only."""
+    index_path = bundle / "index.json"
+    if not index_path.is_file():
+        return ["index.json: missing (no bundle is published)"], 0
+    try:
+        index = json.loads(index_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        return [f"index.json: does not parse ({type(exc).__name__})"], 0
+    problems: list[str] = []
+    listed: list[str] = list((index.get("files") or {}).values())
+    for section in ("chunk_map", "evidence_context"):
+        if isinstance(index.get(section), dict):
+            listed.append(index[section].get("file", ""))
+    lanes = index.get("lanes") or []
+    for entry in lanes:
+        expected = lane_file(str(entry.get("lane_id", "")))
+        if entry.get("file") != expected:
+            problems.append(f"index.json: lane {entry.get('lane_id')!r} lists file "
+                            f"{entry.get('file')!r}, expected {expected!r}")
+        listed.append(str(entry.get("file", "")))
+    for rel in listed:
+        path = bundle / rel
+        if not rel or not path.is_file():
+            problems.append(f"{rel or '(empty name)'}: listed in index.json but missing")
+            continue
+        try:
+            json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            problems.append(f"{rel}: does not parse ({type(exc).__name__})")
+    lane_dir = bundle / "lanes"
+    on_disk = {f"lanes/{p.name}" for p in lane_dir.iterdir()} if lane_dir.is_dir() else set()
+    for stray in sorted(on_disk - set(listed)):
+        problems.append(f"{stray}: lane file not listed in index.json")
+    for entry in lanes:
+        path = bundle / str(entry.get("file", ""))
+        if path.is_file():
+            try:
+                kind = json.loads(path.read_text(encoding="utf-8")).get("kind")
+            except (OSError, ValueError, AttributeError):
+                continue  # reported above
+            if kind != entry.get("kind"):
+                problems.append(f"{entry.get('file')}: kind {kind!r} differs from index.json's "
+                                f"{entry.get('kind')!r}")
+    return problems, len(listed) + 1
+
+
+def build_bundle_check() -> AssetChecksDefinition:
+    spec = AssetCheckSpec("files_match_index", asset=BUNDLE_ASSET,
+                          partitions_def=sessions_partitions,
+                          description="Every file index.json lists exists and parses as JSON, "
+                                      "every lane file is listed, and no stray lane file is "
+                                      "published.")
+
+    @multi_asset_check(name="session_bundle_checks", specs=[spec],
+                       description="Checks of the published bundle.")
+    def bundle_checks(context: AssetCheckExecutionContext,
+                      store: BundleStore) -> Iterator[AssetCheckResult]:
+        session_id = context.partition_key
+        problems, files = bundle_problems(store.bundles / session_id)
+        yield AssetCheckResult(
+            asset_key=BUNDLE_ASSET, check_name="files_match_index", passed=not problems,
+            description=None if not problems else f"{len(problems)} problem(s) in the "
+                                                      f"published bundle of {session_id}",
+            metadata={"listed_files": files, **_problems_metadata(problems)})
+
+    return bundle_checks
 
 
 def build_asset_checks(pipeline: ResolvedPipeline) -> list[AssetChecksDefinition]:
-    return []
+    threshold = max_rejection_rate()
+    with warnings.catch_warnings():
+        # Partitioned checks are a preview feature in Dagster 1.13 (see the module docstring).
+        warnings.simplefilter("ignore", PreviewWarning)
+        checks = [build_lane_checks(lane, threshold) for lane in pipeline.lanes]
+        checks.append(build_bundle_check())
+    return checks

@@ -21,8 +21,13 @@ def _stage_material(stage: ResolvedStage) -> dict[str, object]:
 
 def lane_code_version(lane: ResolvedLane) -> str:
     kind = get_kind(lane.kind)
-    digest = digest_of({"lane": lane.id, "kind_schema": kind.json_schema(),
-                        "stages": [_stage_material(s) for s in lane.stages()]})
+    digest = digest_of(
+        {
+            "lane": lane.id,
+            "kind_schema": kind.json_schema(),
+            "stages": [_stage_material(s) for s in lane.stages()],
+        }
+    )
     return digest.split(":", 1)[1][:16]
 
 

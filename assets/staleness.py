@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from dagster import AssetKey, AssetRecordsFilter, AssetSelection, DagsterInstance
 from dagster._core.definitions.assets.graph.asset_graph_subset import AssetGraphSubset
+from dagster._core.definitions.assets.graph.base_asset_graph import BaseAssetGraph
 from dagster._core.definitions.data_version import CODE_VERSION_TAG
 from dagster._core.definitions.events import AssetKeyPartitionKey
 
@@ -32,21 +33,24 @@ class StalePlan:
 
 def _latest_code_version(instance: DagsterInstance, key: AssetKey, partition: str) -> str | None:
     result = instance.fetch_materializations(
-        AssetRecordsFilter(asset_key=key, asset_partitions=[partition]), limit=1)
+        AssetRecordsFilter(asset_key=key, asset_partitions=[partition]), limit=1
+    )
     if not result.records:
         return None
     materialization = result.records[0].asset_materialization
-    return materialization.tags.get(CODE_VERSION_TAG) if materialization else None
+    return (materialization.tags or {}).get(CODE_VERSION_TAG) if materialization else None
 
 
-def find_stale(instance: DagsterInstance, asset_graph: object) -> StalePlan:
+def find_stale(instance: DagsterInstance, asset_graph: BaseAssetGraph) -> StalePlan:
     """Compare each versioned asset's latest materialization per session with its current
     code version. Never-materialized partitions are missing, not stale, and are left alone."""
     graph = asset_graph
     partitions = instance.get_dynamic_partitions(sessions_partitions.name or "sessions")
-    versioned = {key: graph.get(key).code_version  # type: ignore[attr-defined]
-                 for key in graph.materializable_asset_keys  # type: ignore[attr-defined]
-                 if graph.get(key).code_version}  # type: ignore[attr-defined]
+    versioned = {
+        key: graph.get(key).code_version
+        for key in graph.materializable_asset_keys
+        if graph.get(key).code_version
+    }
     changed: dict[str, frozenset[AssetKey]] = {}
     to_run: dict[str, frozenset[AssetKey]] = {}
     for partition in partitions:
@@ -57,19 +61,23 @@ def find_stale(instance: DagsterInstance, asset_graph: object) -> StalePlan:
                 keys.add(key)
         if keys:
             changed[partition] = frozenset(keys)
-            downstream = AssetSelection.assets(*keys).downstream().resolve(graph)  # type: ignore[arg-type]
+            downstream = AssetSelection.assets(*keys).downstream().resolve(graph)
             to_run[partition] = frozenset(downstream)
     return StalePlan(changed=changed, to_run=to_run)
 
 
-def stale_subset(plan: StalePlan, asset_graph: object) -> AssetGraphSubset:
-    pairs = {AssetKeyPartitionKey(key, partition)
-             for partition, keys in plan.to_run.items() for key in keys}
-    return AssetGraphSubset.from_asset_partition_set(pairs, asset_graph)  # type: ignore[arg-type]
+def stale_subset(plan: StalePlan, asset_graph: BaseAssetGraph) -> AssetGraphSubset:
+    pairs = {
+        AssetKeyPartitionKey(key, partition)
+        for partition, keys in plan.to_run.items()
+        for key in keys
+    }
+    return AssetGraphSubset.from_asset_partition_set(pairs, asset_graph)
 
 
-def submit_stale_backfill(instance: DagsterInstance, asset_graph: object,
-                          plan: StalePlan) -> str | None:
+def submit_stale_backfill(
+    instance: DagsterInstance, asset_graph: BaseAssetGraph, plan: StalePlan
+) -> str | None:
     """Submit one asset backfill of the stale lanes and their dependants; the daemon runs it.
     Returns the backfill id, or None when nothing is stale."""
     import time
@@ -81,12 +89,15 @@ def submit_stale_backfill(instance: DagsterInstance, asset_graph: object,
         return None
     backfill_id = make_new_backfill_id()
     backfill = PartitionBackfill.from_asset_graph_subset(
-        backfill_id=backfill_id, backfill_timestamp=time.time(),
-        tags={STALE_BACKFILL_TAG: "true"}, dynamic_partitions_store=instance,
+        backfill_id=backfill_id,
+        backfill_timestamp=time.time(),
+        tags={STALE_BACKFILL_TAG: "true"},
+        dynamic_partitions_store=instance,
         asset_graph_subset=stale_subset(plan, asset_graph),
         title="notarius: re-run stale lanes",
         description=f"{len(plan.to_run)} session(s) with lanes under an old code version",
-        run_config=None)
+        run_config=None,
+    )
     instance.add_backfill(backfill)
     return backfill_id
 
@@ -95,5 +106,6 @@ def stale_backfill_in_progress(instance: DagsterInstance) -> bool:
     from dagster._core.execution.backfill import BulkActionsFilter, BulkActionStatus
 
     backfills = instance.get_backfills(
-        filters=BulkActionsFilter(statuses=[BulkActionStatus.REQUESTED]), limit=50)
+        filters=BulkActionsFilter(statuses=[BulkActionStatus.REQUESTED]), limit=50
+    )
     return any(b.tags.get(STALE_BACKFILL_TAG) for b in backfills)

@@ -14,19 +14,27 @@ from notarius_dagster.cli_common import EXIT_FAILED, EXIT_OK, ensure_dagster_hom
 
 def add_backfill_parser(sub: Any) -> None:
     parser = sub.add_parser("backfill", help="re-run lanes whose prompt/schema/config changed")
-    parser.add_argument("--stale", action="store_true", required=True,
-                        help="select partitions whose lanes carry an old code version")
+    parser.add_argument(
+        "--stale",
+        action="store_true",
+        required=True,
+        help="select partitions whose lanes carry an old code version",
+    )
     parser.add_argument("--config", help="pipeline profile (default NOTARIUS_PROFILE)")
     parser.add_argument("--llm-profile", help="override the profile's LLM profile")
     parser.add_argument("--dry-run", action="store_true", help="list what would run, run nothing")
-    parser.add_argument("--in-process", action="store_true",
-                        help="run here, one partition after another, instead of submitting a "
-                             "backfill for the daemon")
+    parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="run here, one partition after another, instead of submitting a "
+        "backfill for the daemon",
+    )
     parser.set_defaults(func=cmd_backfill)
 
 
-def stale_backfill(*, instance: Any, defs: Any, in_process: bool, dry_run: bool,
-                   out: Any = sys.stderr) -> int:
+def stale_backfill(
+    *, instance: Any, defs: Any, in_process: bool, dry_run: bool, out: Any = sys.stderr
+) -> int:
     """Shared by the command and the tests."""
     from assets.jobs import SESSION_JOB_NAME
     from assets.staleness import find_stale, submit_stale_backfill
@@ -34,8 +42,9 @@ def stale_backfill(*, instance: Any, defs: Any, in_process: bool, dry_run: bool,
     graph = defs.resolve_asset_graph()
     plan = find_stale(instance, graph)
     if plan.is_empty():
-        print("nothing is stale: every materialized lane matches its current code version",
-              file=out)
+        print(
+            "nothing is stale: every materialized lane matches its current code version", file=out
+        )
         return EXIT_OK
     for partition in sorted(plan.to_run):
         changed = ", ".join(sorted(k.to_user_string() for k in plan.changed[partition]))
@@ -45,16 +54,22 @@ def stale_backfill(*, instance: Any, defs: Any, in_process: bool, dry_run: bool,
         return EXIT_OK
     if not in_process:
         backfill_id = submit_stale_backfill(instance, graph, plan)
-        print(f"submitted backfill {backfill_id}; the Dagster daemon runs it (make ui starts "
-              "one), and the UI's Backfills page shows it", file=out)
+        print(
+            f"submitted backfill {backfill_id}; the Dagster daemon runs it (make ui starts "
+            "one), and the UI's Backfills page shows it",
+            file=out,
+        )
         return EXIT_OK
     job = defs.resolve_job_def(SESSION_JOB_NAME)
     failed = []
     for partition in sorted(plan.to_run):
         result = job.execute_in_process(
-            instance=instance, partition_key=partition, raise_on_error=False,
+            instance=instance,
+            partition_key=partition,
+            raise_on_error=False,
             asset_selection=sorted(plan.to_run[partition], key=lambda k: k.to_user_string()),
-            run_config={"loggers": {"progress": {"config": {"log_level": "INFO"}}}})
+            run_config={"loggers": {"progress": {"config": {"log_level": "INFO"}}}},
+        )
         status = "succeeded" if result.success else "FAILED"
         print(f"{partition}: run {result.run_id} {status}", file=out)
         if not result.success:
@@ -72,7 +87,9 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     ensure_dagster_home()
     settings = load_settings()
     if args.config:
-        settings = settings.__class__(**{**settings.__dict__, "profile": Path(args.config).resolve()})
+        settings = settings.__class__(
+            **{**settings.__dict__, "profile": Path(args.config).resolve()}
+        )
     if args.llm_profile:
         settings = settings.__class__(**{**settings.__dict__, "llm_profile": args.llm_profile})
     try:
@@ -80,5 +97,6 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     except NotariusError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILED
-    return stale_backfill(instance=DagsterInstance.get(), defs=defs,
-                          in_process=args.in_process, dry_run=args.dry_run)
+    return stale_backfill(
+        instance=DagsterInstance.get(), defs=defs, in_process=args.in_process, dry_run=args.dry_run
+    )

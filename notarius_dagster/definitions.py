@@ -12,9 +12,9 @@ from dagster import Definitions, colored_console_logger, definitions
 from assets.checks import build_asset_checks
 from assets.evidence import build_evidence_context_asset
 from assets.factory import build_session_assets
+from assets.jobs import materialize_session
 from assets.sensors import build_sensors
 from assets.stale_sensor import build_stale_lanes_sensor
-from assets.jobs import materialize_session
 from notarius_dagster.engine.resolution import (
     ResolvedPipeline,
     RuntimeBinding,
@@ -47,21 +47,29 @@ def build_definitions(
     lanes: Sequence[str] | None = None,
 ) -> Definitions:
     settings = settings or load_settings()
-    pipeline = resolve_settings_pipeline(settings, runtime_references=runtime_references,
-                                         runtime_unbinds=runtime_unbinds, lanes=lanes)
+    pipeline = resolve_settings_pipeline(
+        settings,
+        runtime_references=runtime_references,
+        runtime_unbinds=runtime_unbinds,
+        lanes=lanes,
+    )
     return Definitions(
         assets=build_session_assets(
-            pipeline, extra=extra_assets(pipeline),
+            pipeline,
+            extra=extra_assets(pipeline),
             reresolve=lambda refs, unbinds: resolve_settings_pipeline(
-                settings, runtime_references=[*runtime_references, *refs],
-                runtime_unbinds=[*runtime_unbinds, *unbinds], lanes=lanes)),
+                settings,
+                runtime_references=[*runtime_references, *refs],
+                runtime_unbinds=[*runtime_unbinds, *unbinds],
+                lanes=lanes,
+            ),
+        ),
         asset_checks=build_asset_checks(pipeline),
         sensors=[*build_sensors(settings), build_stale_lanes_sensor()],
         jobs=[materialize_session],
         resources={
             "io_manager": JsonAssetIOManager(root=str(settings.asset_values)),
-            "store": BundleStore(root=str(settings.data_root),
-                                 bundles_root=str(settings.bundles)),
+            "store": BundleStore(root=str(settings.data_root), bundles_root=str(settings.bundles)),
             "llm": LLMResource(profile_json=json.dumps(pipeline.llm_profile)),
         },
         loggers={"console": colored_console_logger, "progress": progress_logger},

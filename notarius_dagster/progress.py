@@ -17,7 +17,7 @@ class _ProgressHandler(logging.Handler):
         message = str(meta.get("orig_message") or record.getMessage())
         step = meta.get("step_key") or ""
         if message.startswith(PROGRESS_PREFIX):
-            print(f"  {message[len(PROGRESS_PREFIX):]}", file=sys.stderr, flush=True)
+            print(f"  {message[len(PROGRESS_PREFIX) :]}", file=sys.stderr, flush=True)
         elif record.levelno >= logging.ERROR:
             where = f" [{step}]" if step else ""
             print(f"  error{where}: {message}", file=sys.stderr, flush=True)
@@ -30,8 +30,10 @@ class _ProgressHandler(logging.Handler):
                 print(f"✗ {step} failed", file=sys.stderr, flush=True)
 
 
-@logger(config_schema={"log_level": Field(str, is_required=False, default_value="INFO")},
-        description="Progress lines and errors only, for terminals.")
+@logger(
+    config_schema={"log_level": Field(str, is_required=False, default_value="INFO")},
+    description="Progress lines and errors only, for terminals.",
+)
 def progress_logger(init_context: InitLoggerContext) -> logging.Logger:
     log = logging.Logger("notarius_progress", level=init_context.logger_config["log_level"])
     log.addHandler(_ProgressHandler())

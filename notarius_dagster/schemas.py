@@ -30,16 +30,20 @@ def generated() -> dict[str, str]:
     for kind in registered_kinds().values():
         if kind.schema_id.startswith("test."):
             continue
-        out[f"{kind.schema_id}.json"] = json.dumps(kind.json_schema(), indent=2,
-                                                   sort_keys=True) + "\n"
+        out[f"{kind.schema_id}.json"] = (
+            json.dumps(kind.json_schema(), indent=2, sort_keys=True) + "\n"
+        )
     for schema_id, schema in extra_schemas().items():
         out[f"{schema_id}.json"] = json.dumps(schema, indent=2, sort_keys=True) + "\n"
     return out
 
 
 def stale(directory: Path = SCHEMA_DIR) -> list[str]:
-    return [name for name, text in generated().items()
-            if not (directory / name).exists() or (directory / name).read_text() != text]
+    return [
+        name
+        for name, text in generated().items()
+        if not (directory / name).exists() or (directory / name).read_text() != text
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:

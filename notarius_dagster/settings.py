@@ -49,5 +49,6 @@ def load_settings() -> Settings:
         inbox=Path(os.environ.get("NOTARIUS_INBOX", REPO_ROOT / "var" / "inbox")).resolve(),
         llm_profile=os.environ.get("NOTARIUS_LLM_PROFILE") or None,
         bundles_root=Path(os.environ["NOTARIUS_BUNDLES"]).resolve()
-        if os.environ.get("NOTARIUS_BUNDLES") else None,
+        if os.environ.get("NOTARIUS_BUNDLES")
+        else None,
     )

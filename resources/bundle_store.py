@@ -26,4 +26,8 @@ class BundleStore(ConfigurableResource):
         return Path(self.root) / "transcripts"
 
     def checkpoint_store(self) -> FileCheckpointStore | None:
-        return FileCheckpointStore(Path(self.root) / "checkpoints") if self.checkpoints_enabled else None
+        return (
+            FileCheckpointStore(Path(self.root) / "checkpoints")
+            if self.checkpoints_enabled
+            else None
+        )

@@ -46,6 +46,7 @@ class JsonAssetIOManager(ConfigurableIOManager):
         module_name, _, qualname = stored["type"].partition(":")
         typ = getattr(importlib.import_module(module_name), qualname)
         if not (isinstance(typ, type) and issubclass(typ, BaseModel)):
-            raise TypeError(f"stored value of {context.asset_key.to_user_string()} has an "
-                            "unexpected type")
+            raise TypeError(
+                f"stored value of {context.asset_key.to_user_string()} has an unexpected type"
+            )
         return typ.model_validate(stored["value"])

@@ -28,8 +28,9 @@ class LLMResource(ConfigurableResource):
     def fingerprint(self) -> str:
         """What about the model changes an extraction (not concurrency or timeouts)."""
         p: dict[str, Any] = json.loads(self.profile_json)
-        return digest_of({k: p.get(k) for k in ("model", "temperature", "max_tokens",
-                                                 "context_tokens")})
+        return digest_of(
+            {k: p.get(k) for k in ("model", "temperature", "max_tokens", "context_tokens")}
+        )
 
     @contextmanager
     def client(self) -> Iterator[LiteLLMClient]:

@@ -18,15 +18,24 @@ REPO = Path(__file__).resolve().parent.parent
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 
-def make_document(unit_ids: list[int] | None = None, source_id: str = "s1",
-                  texts: list[str] | None = None) -> SourceDocument:
+def make_document(
+    unit_ids: list[int] | None = None, source_id: str = "s1", texts: list[str] | None = None
+) -> SourceDocument:
     unit_ids = unit_ids if unit_ids is not None else list(range(10))
     units = tuple(
-        SourceUnit(unit_id=u, text=(texts[i] if texts else f"line {i}"),
-                   metadata={"speaker": "DM" if i % 2 == 0 else "Player"})
-        for i, u in enumerate(unit_ids))
-    return SourceDocument(source_id=source_id, media_type="application/x-ndjson", units=units,
-                          digest=document_digest(units))
+        SourceUnit(
+            unit_id=u,
+            text=(texts[i] if texts else f"line {i}"),
+            metadata={"speaker": "DM" if i % 2 == 0 else "Player"},
+        )
+        for i, u in enumerate(unit_ids)
+    )
+    return SourceDocument(
+        source_id=source_id,
+        media_type="application/x-ndjson",
+        units=units,
+        digest=document_digest(units),
+    )
 
 
 @pytest.fixture(scope="session", autouse=True)

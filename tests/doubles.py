@@ -26,8 +26,12 @@ def npc_answer(messages: list[dict[str, Any]]) -> dict[str, Any]:
         for name in ("Gustav", "Ornna", "Yasha", "Nitar", "Mozzie"):
             if name in text:
                 found.setdefault(name, []).append(unit_id)
-    return {"npcs": [{"name": n, "aliases": [], "description": f"{n} appears here",
-                      "unit_ids": ids[:5]} for n, ids in found.items()]}
+    return {
+        "npcs": [
+            {"name": n, "aliases": [], "description": f"{n} appears here", "unit_ids": ids[:5]}
+            for n, ids in found.items()
+        ]
+    }
 
 
 def lane_responder(messages: list[dict[str, Any]], response_format: Any) -> str:

@@ -20,8 +20,10 @@ from notarius_dagster.engine.errors import OutputError
 
 
 def good_files(marker: str) -> list[LogicalFile]:
-    return [LogicalFile("index.json", JSON_MEDIA_TYPE, {"run": marker}),
-            LogicalFile("lanes/npcs.json", JSON_MEDIA_TYPE, {"npcs": [marker]})]
+    return [
+        LogicalFile("index.json", JSON_MEDIA_TYPE, {"run": marker}),
+        LogicalFile("lanes/npcs.json", JSON_MEDIA_TYPE, {"npcs": [marker]}),
+    ]
 
 
 def read(root: Path, rel: str) -> dict:
@@ -40,8 +42,11 @@ def test_publish_writes_pretty_json_readable_under_session_folder(published: Pat
 
 
 def test_republish_replaces_the_whole_bundle(published: Path) -> None:
-    publish_bundle(published, "s1", encode_bundle([LogicalFile("index.json", JSON_MEDIA_TYPE,
-                                                               {"run": "second"})]))
+    publish_bundle(
+        published,
+        "s1",
+        encode_bundle([LogicalFile("index.json", JSON_MEDIA_TYPE, {"run": "second"})]),
+    )
     assert read(published, "index.json") == {"run": "second"}
     assert not (published / "s1" / "lanes").exists()  # never a mix of two runs
 
@@ -57,8 +62,9 @@ def test_republish_replaces_the_whole_bundle(published: Path) -> None:
         (LogicalFile("lanes\\x.json", JSON_MEDIA_TYPE, {}), "unsafe logical path"),
     ],
 )
-def test_encoder_refusal_writes_nothing_and_keeps_previous(published: Path, bad: LogicalFile,
-                                                          message: str) -> None:
+def test_encoder_refusal_writes_nothing_and_keeps_previous(
+    published: Path, bad: LogicalFile, message: str
+) -> None:
     before = sorted(p.relative_to(published) for p in published.rglob("*"))
     with pytest.raises(OutputError, match=message):
         publish_bundle(published, "s1", encode_bundle([*good_files("second"), bad]))
@@ -81,8 +87,10 @@ def test_failure_during_publish_leaves_previous_bundle(published: Path) -> None:
             raise OSError("disk gone")
         real_replace(src, dst)
 
-    with mock.patch("notarius_dagster.engine.bundle.os.replace", failing_replace), \
-            pytest.raises(OSError):
+    with (
+        mock.patch("notarius_dagster.engine.bundle.os.replace", failing_replace),
+        pytest.raises(OSError),
+    ):
         publish_bundle(published, "s1", encode_bundle(good_files("second")))
     assert read(published, "index.json") == {"run": "first"}
     assert read(published, "lanes/npcs.json") == {"npcs": ["first"]}

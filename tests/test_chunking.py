@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from notarius_dagster.engine.catalog import CATALOG, ModuleSpec
 from notarius_dagster.engine.chunk_stage import run_chunk_stage
 from notarius_dagster.engine.chunking import (
     GenericChunker,
@@ -12,7 +13,6 @@ from notarius_dagster.engine.chunking import (
     rebuild_chunks,
 )
 from notarius_dagster.engine.contracts import ChunkRequest, RunContext
-from notarius_dagster.engine.catalog import CATALOG, ModuleSpec
 from notarius_dagster.engine.errors import ChunkingError
 from notarius_dagster.engine.models import Chunk, SourceDocument
 from notarius_dagster.engine.resolution import ResolvedStage
@@ -24,8 +24,14 @@ def chunk_with(doc: SourceDocument, **changes: object) -> Chunk:
 
 
 def run_generic(doc: SourceDocument, **options: object) -> list[Chunk]:
-    ctx = RunContext(session_id="s1", lane_id=None, module_key="generic", options=options,
-                     references={}, client=None)
+    ctx = RunContext(
+        session_id="s1",
+        lane_id=None,
+        module_key="generic",
+        options=options,
+        references={},
+        client=None,
+    )
     return GenericChunker(dict(options)).chunk(ChunkRequest(document=doc, context=ctx))
 
 
@@ -88,10 +94,12 @@ def test_invariant_start_must_not_come_after_end(doc: SourceDocument) -> None:
 
 
 def test_invariant_content_and_media_type_must_be_non_empty(doc: SourceDocument) -> None:
-    assert any("empty content" in p
-               for p in chunk_invariant_problems(doc, [chunk_with(doc, content="  ")]))
-    assert any("media type" in p
-               for p in chunk_invariant_problems(doc, [chunk_with(doc, media_type="")]))
+    assert any(
+        "empty content" in p for p in chunk_invariant_problems(doc, [chunk_with(doc, content="  ")])
+    )
+    assert any(
+        "media type" in p for p in chunk_invariant_problems(doc, [chunk_with(doc, media_type="")])
+    )
 
 
 def test_invariant_chunk_must_contain_a_unit(doc: SourceDocument) -> None:
@@ -153,8 +161,15 @@ CATALOG.register(ModuleSpec(key="test.crashing-chunker", stage="chunk"), _Crashi
 
 
 def stage(module: str, retries: int = 0) -> ResolvedStage:
-    return ResolvedStage(stage="chunk", module=module, version="1", options={}, retries=retries,
-                         validators=(), validators_source="default")
+    return ResolvedStage(
+        stage="chunk",
+        module=module,
+        version="1",
+        options={},
+        retries=retries,
+        validators=(),
+        validators_source="default",
+    )
 
 
 def test_rejected_chunk_result_is_recorded_after_retries(doc: SourceDocument) -> None:

@@ -23,18 +23,29 @@ def instance() -> DagsterInstance:
     return DagsterInstance.ephemeral()
 
 
-def materialize(tmp_path: Path, instance: DagsterInstance, session: str = "sample",
-                profile: str = "offline.yaml", source: Path = SAMPLE) -> Path:
+def materialize(
+    tmp_path: Path,
+    instance: DagsterInstance,
+    session: str = "sample",
+    profile: str = "offline.yaml",
+    source: Path = SAMPLE,
+) -> Path:
     register_transcript(tmp_path / "data" / "transcripts", session, source)
-    outcome = run_session(session_id=session, profile=REPO / "configs" / profile,
-                          data_root=tmp_path / "data", llm_profile="test-double",
-                          instance=instance, quiet=True)
+    outcome = run_session(
+        session_id=session,
+        profile=REPO / "configs" / profile,
+        data_root=tmp_path / "data",
+        llm_profile="test-double",
+        instance=instance,
+        quiet=True,
+    )
     assert outcome.success, outcome.error
     return tmp_path / "data" / "bundles" / session
 
 
-def test_sample_materializes_into_a_published_bundle(tmp_path: Path,
-                                                      instance: DagsterInstance) -> None:
+def test_sample_materializes_into_a_published_bundle(
+    tmp_path: Path, instance: DagsterInstance
+) -> None:
     with scripted_llm(lane_responder) as double:
         bundle = materialize(tmp_path, instance)
     index = json.loads((bundle / "index.json").read_text())
@@ -51,21 +62,22 @@ def test_sample_materializes_into_a_published_bundle(tmp_path: Path,
     assert all(call.session_id == "sample" for call in double.calls)
 
 
-def test_bundle_files_hold_no_transcript_text_outside_lanes(tmp_path: Path,
-                                                            instance: DagsterInstance) -> None:
+def test_bundle_files_hold_no_transcript_text_outside_lanes(
+    tmp_path: Path, instance: DagsterInstance
+) -> None:
     with scripted_llm(lane_responder):
         bundle = materialize(tmp_path, instance)
     texts = [json.loads(line)["text"] for line in SAMPLE.read_text().splitlines()]
     long_texts = [t for t in texts if len(t) > 40]
-    for name in ("manifest.json", "index.json", "chunk-map.json", "warnings.json",
-                 "rejected.json"):
+    for name in ("manifest.json", "index.json", "chunk-map.json", "warnings.json", "rejected.json"):
         content = (bundle / name).read_text()
         assert not any(t in content for t in long_texts), name
         assert str(tmp_path) not in content, name
 
 
-def test_asset_metadata_reports_counts_and_tokens(tmp_path: Path,
-                                                  instance: DagsterInstance) -> None:
+def test_asset_metadata_reports_counts_and_tokens(
+    tmp_path: Path, instance: DagsterInstance
+) -> None:
     with scripted_llm(lane_responder):
         materialize(tmp_path, instance)
     from dagster import AssetKey
@@ -86,9 +98,14 @@ def test_failed_run_keeps_the_previous_bundle(tmp_path: Path, instance: DagsterI
     bad.write_text('{"text": "ok"}\n{"speaker": "x"}\n')
     register_transcript(tmp_path / "data" / "transcripts", "sample", bad)
     with scripted_llm(lane_responder):
-        outcome = run_session(session_id="sample", profile=REPO / "configs" / "offline.yaml",
-                              data_root=tmp_path / "data", llm_profile="test-double",
-                              instance=instance, quiet=True)
+        outcome = run_session(
+            session_id="sample",
+            profile=REPO / "configs" / "offline.yaml",
+            data_root=tmp_path / "data",
+            llm_profile="test-double",
+            instance=instance,
+            quiet=True,
+        )
     assert not outcome.success
     assert outcome.error is not None and "sample.jsonl line 2" in outcome.error
     assert "text" in outcome.error

@@ -17,7 +17,6 @@ from notarius_dagster.engine.errors import LaneError
 from notarius_dagster.engine.lane_runner import run_lane
 from notarius_dagster.engine.models import RunWarning, SourceDocument, SourceRef
 from notarius_dagster.engine.resolution import ResolvedLane, ResolvedStage
-from tests.conftest import make_document
 
 
 class Item(BaseModel):
@@ -34,9 +33,17 @@ class ItemList(BaseModel):
     items: list[Item]
 
 
-register_kind(ArtifactKind(kind="test/item-list", model=ItemList, schema_id="test.items",
-                           schema_name="test_items_v1", schema_version="v1", items_field="items",
-                           project_source_refs=lambda a: [r for i in a.items for r in i.source_refs]))  # type: ignore[attr-defined]
+register_kind(
+    ArtifactKind(
+        kind="test/item-list",
+        model=ItemList,
+        schema_id="test.items",
+        schema_name="test_items_v1",
+        schema_version="v1",
+        items_field="items",
+        project_source_refs=lambda a: [r for i in a.items for r in i.source_refs],
+    )
+)  # type: ignore[attr-defined]
 
 Script = Callable[[ExtractRequest, int], ModuleOutput]
 SCRIPT: dict[str, Script] = {}
@@ -55,42 +62,81 @@ class ScriptedExtractor:
         return SCRIPT["fn"](request, ATTEMPTS[key])
 
 
-CATALOG.register(ModuleSpec(key="test.scripted", stage="extract", artifact_kind="test/item-list",
-                            requires=("chunks",)), ScriptedExtractor)
+CATALOG.register(
+    ModuleSpec(
+        key="test.scripted", stage="extract", artifact_kind="test/item-list", requires=("chunks",)
+    ),
+    ScriptedExtractor,
+)
 
 
 def payload(request: ExtractRequest, names: list[str], cite: int | None = None) -> dict[str, Any]:
     unit = cite if cite is not None else request.chunk.unit_ids[0]
-    return {"kind": "test/item-list", "schema_version": "v1", "source_id": request.chunk.source_id,
-            "items": [{"name": n, "source_refs": [{"source_id": request.chunk.source_id,
-                                                   "start_unit_id": unit, "end_unit_id": unit}]}
-                      for n in names]}
+    return {
+        "kind": "test/item-list",
+        "schema_version": "v1",
+        "source_id": request.chunk.source_id,
+        "items": [
+            {
+                "name": n,
+                "source_refs": [
+                    {
+                        "source_id": request.chunk.source_id,
+                        "start_unit_id": unit,
+                        "end_unit_id": unit,
+                    }
+                ],
+            }
+            for n in names
+        ],
+    }
 
 
 def good(request: ExtractRequest, names: list[str] | None = None, **kw: Any) -> ModuleOutput:
-    return ModuleOutput(payload=payload(request, names or [request.chunk.chunk_id]),
-                        usage=LLMUsage(calls=1, prompt_tokens=10, completion_tokens=5,
-                                       rungs={"json_object": 1}), **kw)
+    return ModuleOutput(
+        payload=payload(request, names or [request.chunk.chunk_id]),
+        usage=LLMUsage(calls=1, prompt_tokens=10, completion_tokens=5, rungs={"json_object": 1}),
+        **kw,
+    )
 
 
-def lane(retries: int = 0, validators: tuple[str, ...] = ("schema", "refs_in_chunk")) -> ResolvedLane:
+def lane(
+    retries: int = 0, validators: tuple[str, ...] = ("schema", "refs_in_chunk")
+) -> ResolvedLane:
     def st(stage: str, module: str, chain: tuple[str, ...], r: int = 0) -> ResolvedStage:
-        return ResolvedStage(stage=stage, module=module, version="1", options={}, retries=r,
-                             validators=chain, validators_source="default",
-                             artifact_kind="test/item-list")
+        return ResolvedStage(
+            stage=stage,
+            module=module,
+            version="1",
+            options={},
+            retries=r,
+            validators=chain,
+            validators_source="default",
+            artifact_kind="test/item-list",
+        )
 
-    return ResolvedLane(id="items", kind="test/item-list",
-                        extract=st("extract", "test.scripted", validators, retries),
-                        merge=st("merge", "appendorder", ("schema", "refs_in_document")),
-                        normalize=st("normalize", "noop", ("schema", "refs_in_document")))
+    return ResolvedLane(
+        id="items",
+        kind="test/item-list",
+        extract=st("extract", "test.scripted", validators, retries),
+        merge=st("merge", "appendorder", ("schema", "refs_in_document")),
+        normalize=st("normalize", "noop", ("schema", "refs_in_document")),
+    )
 
 
 def run(doc: SourceDocument, script: Script, **lane_kw: Any):
     SCRIPT["fn"] = script
     ATTEMPTS.clear()
     chunks = [make_chunk(doc, 0, doc.units[:5]), make_chunk(doc, 1, doc.units[5:])]
-    return run_lane(lane(**lane_kw), document=doc, chunks=chunks, references={}, client=None,
-                    session_id="s1", llm_fingerprint="fp")
+    return run_lane(
+        lane(**lane_kw),
+        document=doc,
+        chunks=chunks,
+        references={},
+        client=None,
+        session_id="s1",
+        llm_fingerprint="fp",
+    )
 
 
 def test_accepted_extracts_merge_in_chunk_order(doc: SourceDocument) -> None:
@@ -118,12 +164,27 @@ def test_runner_fills_provenance(doc: SourceDocument) -> None:
     CATALOG.register(ModuleSpec(key="test.recorder", stage="merge", requires=("chunks",)), Recorder)
     SCRIPT["fn"] = lambda req, n: good(req)
     ATTEMPTS.clear()
-    the_lane = lane().model_copy(update={"merge": lane().merge.model_copy(
-        update={"module": "test.recorder"})})
-    run_lane(the_lane, document=doc, chunks=[make_chunk(doc, 0, doc.units[:5])], references={},
-             client=None, session_id="s1", llm_fingerprint="fp")
-    assert seen == [{"lane_id": "items", "extractor": "test.scripted", "source_id": "s1",
-                     "chunk_id": "chunk-0000", "chunk_index": 0}]
+    the_lane = lane().model_copy(
+        update={"merge": lane().merge.model_copy(update={"module": "test.recorder"})}
+    )
+    run_lane(
+        the_lane,
+        document=doc,
+        chunks=[make_chunk(doc, 0, doc.units[:5])],
+        references={},
+        client=None,
+        session_id="s1",
+        llm_fingerprint="fp",
+    )
+    assert seen == [
+        {
+            "lane_id": "items",
+            "extractor": "test.scripted",
+            "source_id": "s1",
+            "chunk_id": "chunk-0000",
+            "chunk_index": 0,
+        }
+    ]
 
 
 def test_rejection_is_recorded_and_not_fatal(doc: SourceDocument) -> None:
@@ -138,12 +199,14 @@ def test_rejection_is_recorded_and_not_fatal(doc: SourceDocument) -> None:
     assert len(result.rejections) == 1
     rejection = result.rejections[0]
     assert (rejection.stage, rejection.chunk_id, rejection.validator) == (
-        "extract", "chunk-0001", "refs_in_chunk")
+        "extract",
+        "chunk-0001",
+        "refs_in_chunk",
+    )
 
 
 def test_rejection_consumes_retries_then_is_recorded_with_attempts(doc: SourceDocument) -> None:
-    result = run(doc, lambda req, n: ModuleOutput(payload=payload(req, ["x"], cite=999)),
-                 retries=2)
+    result = run(doc, lambda req, n: ModuleOutput(payload=payload(req, ["x"], cite=999)), retries=2)
     assert ATTEMPTS == {"chunk-0000": 3, "chunk-0001": 3}
     assert all(r.attempts == 3 for r in result.rejections)
 
@@ -175,8 +238,9 @@ def test_framework_error_then_success_is_recovered(doc: SourceDocument) -> None:
 
 def test_warnings_only_from_attempts_whose_output_is_used(doc: SourceDocument) -> None:
     def script(req: ExtractRequest, n: int) -> ModuleOutput:
-        warning = RunWarning(stage="extract", code=f"attempt-{n}", message="m",
-                             chunk_id=req.chunk.chunk_id)
+        warning = RunWarning(
+            stage="extract", code=f"attempt-{n}", message="m", chunk_id=req.chunk.chunk_id
+        )
         if n == 1:
             return ModuleOutput(payload=payload(req, ["x"], cite=999), warnings=(warning,))
         return good(req, warnings=(warning,))
@@ -188,8 +252,12 @@ def test_warnings_only_from_attempts_whose_output_is_used(doc: SourceDocument) -
 def test_structured_output_failure_is_a_schema_rejection(doc: SourceDocument) -> None:
     result = run(doc, lambda req, n: ModuleOutput(payload=None, schema_errors=("npcs/0: type",)))
     assert {r.validator for r in result.rejections} == {"schema"}
-    assert result.payload == {"kind": "test/item-list", "schema_version": "v1",
-                              "source_id": "s1", "items": []}
+    assert result.payload == {
+        "kind": "test/item-list",
+        "schema_version": "v1",
+        "source_id": "s1",
+        "items": [],
+    }
 
 
 def test_deterministic_skip_is_never_retried(doc: SourceDocument) -> None:
@@ -202,8 +270,9 @@ def test_deterministic_skip_is_never_retried(doc: SourceDocument) -> None:
 
 
 def test_explicit_empty_validator_chain_accepts_everything(doc: SourceDocument) -> None:
-    result = run(doc, lambda req, n: ModuleOutput(payload=payload(req, ["x"], cite=999)),
-                 validators=())
+    result = run(
+        doc, lambda req, n: ModuleOutput(payload=payload(req, ["x"], cite=999)), validators=()
+    )
     # Nothing is rejected at extract; the merge's default chain still catches the bad citation.
     assert [r.stage for r in result.rejections] == ["merge"]
     assert result.status == "rejected" and result.payload is None

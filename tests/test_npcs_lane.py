@@ -19,8 +19,9 @@ from notarius_dagster.engine.models import SourceDocument
 from notarius_dagster.schemas import stale
 from tests.conftest import make_document
 
-CTX = RunContext(session_id="s1", lane_id="npcs", module_key="x", options={}, references={},
-                 client=None)
+CTX = RunContext(
+    session_id="s1", lane_id="npcs", module_key="x", options={}, references={}, client=None
+)
 
 
 def extract(doc: SourceDocument, chunk_units: slice, npcs: list[dict[str, Any]]) -> ModuleOutput:
@@ -49,10 +50,16 @@ def test_ids_outside_the_chunk_are_kept_for_the_validator_to_reject() -> None:
 
 def test_merge_deduplicates_by_normalized_name_and_alias() -> None:
     doc = make_document()
-    first = extract(doc, slice(0, 5), [npc("Gustav Fletching", [1], ["the Carnival Master"],
-                                           "runs the carnival")])
-    second = extract(doc, slice(5, 10), [npc("gustav  fletching!", [6]),
-                                         npc("The carnival master", [8], ["Gus"])])
+    first = extract(
+        doc,
+        slice(0, 5),
+        [npc("Gustav Fletching", [1], ["the Carnival Master"], "runs the carnival")],
+    )
+    second = extract(
+        doc,
+        slice(5, 10),
+        [npc("gustav  fletching!", [6]), npc("The carnival master", [8], ["Gus"])],
+    )
     merged = NpcMerger({}).merge(MergeRequest(doc, (first, second), CTX)).payload
     assert merged is not None and len(merged["npcs"]) == 1
     only = merged["npcs"][0]
@@ -63,9 +70,24 @@ def test_merge_deduplicates_by_normalized_name_and_alias() -> None:
 
 def test_normalize_assigns_stable_ids_in_source_order() -> None:
     doc = make_document()
-    merged = NpcMerger({}).merge(MergeRequest(doc, (
-        extract(doc, slice(0, 10), [npc("Yasha", [7]), npc("Ornna", [2]), npc("ornna?", [3]),
-                                    npc("O r n n a", [4])]),), CTX))
+    merged = NpcMerger({}).merge(
+        MergeRequest(
+            doc,
+            (
+                extract(
+                    doc,
+                    slice(0, 10),
+                    [
+                        npc("Yasha", [7]),
+                        npc("Ornna", [2]),
+                        npc("ornna?", [3]),
+                        npc("O r n n a", [4]),
+                    ],
+                ),
+            ),
+            CTX,
+        )
+    )
     out = NpcNormalizer({}).normalize(NormalizeRequest(doc, merged, CTX)).payload
     assert out is not None
     assert [n["id"] for n in out["npcs"]] == ["npc-ornna", "npc-o-r-n-n-a", "npc-yasha"]
@@ -75,12 +97,27 @@ def test_normalize_assigns_stable_ids_in_source_order() -> None:
 
 def test_duplicate_slugs_get_a_suffix() -> None:
     doc = make_document()
-    merged = ModuleOutput(payload={"kind": "dnd/npc-list", "schema_version": "v1",
-                                   "source_id": "s1", "npcs": [
-        {"name": "Bob!", "aliases": [], "description": "", "source_refs": [
-            {"source_id": "s1", "start_unit_id": 1, "end_unit_id": 1}]},
-        {"name": "Bob?", "aliases": [], "description": "", "source_refs": [
-            {"source_id": "s1", "start_unit_id": 2, "end_unit_id": 2}]}]})
+    merged = ModuleOutput(
+        payload={
+            "kind": "dnd/npc-list",
+            "schema_version": "v1",
+            "source_id": "s1",
+            "npcs": [
+                {
+                    "name": "Bob!",
+                    "aliases": [],
+                    "description": "",
+                    "source_refs": [{"source_id": "s1", "start_unit_id": 1, "end_unit_id": 1}],
+                },
+                {
+                    "name": "Bob?",
+                    "aliases": [],
+                    "description": "",
+                    "source_refs": [{"source_id": "s1", "start_unit_id": 2, "end_unit_id": 2}],
+                },
+            ],
+        }
+    )
     out = NpcNormalizer({}).normalize(NormalizeRequest(doc, merged, CTX)).payload
     assert out is not None and [n["id"] for n in out["npcs"]] == ["npc-bob", "npc-bob-2"]
 

@@ -42,12 +42,19 @@ def write_slices(tmp_path: Path) -> dict[str, Path]:
     return out
 
 
-def materialize_all(tmp_path: Path, instance: DagsterInstance, slices: dict[str, Path],
-                    profile: Path = COMPLETE) -> None:
+def materialize_all(
+    tmp_path: Path, instance: DagsterInstance, slices: dict[str, Path], profile: Path = COMPLETE
+) -> None:
     for session, path in slices.items():
         register_transcript(tmp_path / "data" / "transcripts", session, path)
-        outcome = run_session(session_id=session, profile=profile, data_root=tmp_path / "data",
-                              llm_profile="test-double", instance=instance, quiet=True)
+        outcome = run_session(
+            session_id=session,
+            profile=profile,
+            data_root=tmp_path / "data",
+            llm_profile="test-double",
+            instance=instance,
+            quiet=True,
+        )
         assert outcome.success, outcome.error
 
 
@@ -58,21 +65,25 @@ def manifest(tmp_path: Path, session: str) -> dict[str, Any]:
 @pytest.fixture
 def edited_npc_prompt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     prompt = tmp_path / "npcs-prompt.md"
-    prompt.write_text(npc_modules.PROMPT_PATH.read_text().replace(
-        "Never invent names or ids.", "Never invent names or ids. Prefer full names."))
+    prompt.write_text(
+        npc_modules.PROMPT_PATH.read_text().replace(
+            "Never invent names or ids.", "Never invent names or ids. Prefer full names."
+        )
+    )
     monkeypatch.setattr(npc_modules, "PROMPT_PATH", prompt)
 
 
 def code_versions(tmp_path: Path) -> dict[str, str | None]:
-    defs = build_run_definitions(profile=COMPLETE, data_root=tmp_path / "data",
-                                 llm_profile="test-double")
+    defs = build_run_definitions(
+        profile=COMPLETE, data_root=tmp_path / "data", llm_profile="test-double"
+    )
     graph = defs.resolve_asset_graph()
     return {k.to_user_string(): graph.get(k).code_version for k in graph.materializable_asset_keys}
 
 
-def test_prompt_edit_changes_only_that_lanes_code_version(tmp_path: Path,
-                                                           monkeypatch: pytest.MonkeyPatch
-                                                           ) -> None:
+def test_prompt_edit_changes_only_that_lanes_code_version(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     before = code_versions(tmp_path)
     prompt = tmp_path / "p.md"
     prompt.write_text(npc_modules.PROMPT_PATH.read_text() + "\nBe brief.\n")
@@ -82,7 +93,8 @@ def test_prompt_edit_changes_only_that_lanes_code_version(tmp_path: Path,
 
 
 def test_stale_backfill_calls_the_model_only_for_the_edited_lane(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     instance = DagsterInstance.ephemeral()
     slices = write_slices(tmp_path)
     with scripted_llm(lane_doubles.complete_responder) as first:
@@ -93,12 +105,14 @@ def test_stale_backfill_calls_the_model_only_for_the_edited_lane(
     prompt = tmp_path / "npcs-prompt.md"
     prompt.write_text(npc_modules.PROMPT_PATH.read_text() + "\nPrefer full names.\n")
     monkeypatch.setattr(npc_modules, "PROMPT_PATH", prompt)
-    defs = build_run_definitions(profile=COMPLETE, data_root=tmp_path / "data",
-                                 llm_profile="test-double")
+    defs = build_run_definitions(
+        profile=COMPLETE, data_root=tmp_path / "data", llm_profile="test-double"
+    )
     report = io.StringIO()
     with scripted_llm(lane_doubles.complete_responder) as second:
-        code = stale_backfill(instance=instance, defs=defs, in_process=True, dry_run=False,
-                              out=report)
+        code = stale_backfill(
+            instance=instance, defs=defs, in_process=True, dry_run=False, out=report
+        )
     assert code == 0, report.getvalue()
     assert all(s in report.getvalue() for s in SESSIONS)
     # Only the edited lane's chunks called the model; its artifact came out the same, so the
@@ -115,8 +129,12 @@ def test_stale_backfill_calls_the_model_only_for_the_edited_lane(
     assert len(runs_of_scenes.records) == len(SESSIONS)
 
     with scripted_llm(lane_doubles.complete_responder) as third:
-        assert stale_backfill(instance=instance, defs=defs, in_process=True, dry_run=False,
-                              out=io.StringIO()) == 0
+        assert (
+            stale_backfill(
+                instance=instance, defs=defs, in_process=True, dry_run=False, out=io.StringIO()
+            )
+            == 0
+        )
     assert third.calls == []
 
 
@@ -126,7 +144,8 @@ def test_editing_one_unit_recalls_only_the_chunks_that_hold_it(tmp_path: Path) -
         "version: 1\npipeline:\n  id: npcs-only\n  llm_profile: test-double\n"
         "  chunk: {module: generic, options: {max_units: 10, max_chars: 100000}}\n"
         "  lanes:\n    - id: npcs\n      extract: {module: dnd.npcs.extract}\n"
-        "      merge: {module: dnd.npcs.merge}\n      normalize: {module: dnd.npcs.normalize}\n")
+        "      merge: {module: dnd.npcs.merge}\n      normalize: {module: dnd.npcs.normalize}\n"
+    )
     instance = DagsterInstance.ephemeral()
     lines = SAMPLE.read_text().splitlines()[:50]
     source = tmp_path / "edit.jsonl"
@@ -143,5 +162,10 @@ def test_editing_one_unit_recalls_only_the_chunks_that_hold_it(tmp_path: Path) -
         materialize_all(tmp_path, instance, {"edit": source}, profile=profile)
     assert [c.metadata.get("chunk_id") for c in second.calls] == ["chunk-0002"]
     lane = manifest(tmp_path, "edit")["artifact_lanes"][0]
-    assert lane["chunks"] == {"total": 5, "called_model": 1, "reused": 4, "skipped": 0,
-                              "rejected": 0}
+    assert lane["chunks"] == {
+        "total": 5,
+        "called_model": 1,
+        "reused": 4,
+        "skipped": 0,
+        "rejected": 0,
+    }

@@ -20,8 +20,9 @@ from notarius_dagster.engine.transcripts import register_transcript
 from notarius_dagster.runner import run_session
 
 SECRET = "GLOSSARY-CONTENT-MARKER-7731"
-GLOSSARY = ReferenceSlot(name="glossary", accepted_media_types=("text/plain", "text/markdown"),
-                         max_bytes=200)
+GLOSSARY = ReferenceSlot(
+    name="glossary", accepted_media_types=("text/plain", "text/markdown"), max_bytes=200
+)
 LOOSE = ReferenceSlot(name="notes")
 SCENES = ReferenceSlot(name="scenes", accepted_kinds=("dnd/scene-description-list",))
 NEEDED = ReferenceSlot(name="needed", required=True)
@@ -38,34 +39,83 @@ class GlossaryExtractor:
         lines = len(glossary.text.splitlines()) if glossary and glossary.text else 0
         name = f"glossary-lines-{lines}"
         unit = request.chunk.unit_ids[0]
-        return ModuleOutput(payload={
-            "kind": "dnd/npc-list", "schema_version": "v1", "source_id": request.chunk.source_id,
-            "npcs": [{"name": name, "aliases": [], "description": "", "source_refs": [
-                {"source_id": request.chunk.source_id, "start_unit_id": unit,
-                 "end_unit_id": unit}]}]})
+        return ModuleOutput(
+            payload={
+                "kind": "dnd/npc-list",
+                "schema_version": "v1",
+                "source_id": request.chunk.source_id,
+                "npcs": [
+                    {
+                        "name": name,
+                        "aliases": [],
+                        "description": "",
+                        "source_refs": [
+                            {
+                                "source_id": request.chunk.source_id,
+                                "start_unit_id": unit,
+                                "end_unit_id": unit,
+                            }
+                        ],
+                    }
+                ],
+            }
+        )
 
 
-CATALOG.register(ModuleSpec(key="test.glossary-extract", stage="extract", requires=("chunks",),
-                            artifact_kind="dnd/npc-list", slots=(GLOSSARY, LOOSE, SCENES)),
-                 GlossaryExtractor)
-CATALOG.register(ModuleSpec(key="test.glossary-merge", stage="merge", requires=("chunks",),
-                            slots=(GLOSSARY,)),
-                 lambda options: CATALOG.build("merge", "appendorder", options))
-CATALOG.register(ModuleSpec(key="test.needy-extract", stage="extract", requires=("chunks",),
-                            artifact_kind="dnd/npc-list", slots=(NEEDED,)), GlossaryExtractor)
+CATALOG.register(
+    ModuleSpec(
+        key="test.glossary-extract",
+        stage="extract",
+        requires=("chunks",),
+        artifact_kind="dnd/npc-list",
+        slots=(GLOSSARY, LOOSE, SCENES),
+    ),
+    GlossaryExtractor,
+)
+CATALOG.register(
+    ModuleSpec(key="test.glossary-merge", stage="merge", requires=("chunks",), slots=(GLOSSARY,)),
+    lambda options: CATALOG.build("merge", "appendorder", options),
+)
+CATALOG.register(
+    ModuleSpec(
+        key="test.needy-extract",
+        stage="extract",
+        requires=("chunks",),
+        artifact_kind="dnd/npc-list",
+        slots=(NEEDED,),
+    ),
+    GlossaryExtractor,
+)
 
 
-def profile(lane_refs: dict[str, Any] | None = None, pipeline_refs: dict[str, Any] | None = None,
-            merge: str = "appendorder", module: str = "test.glossary-extract") -> dict[str, Any]:
-    return {"version": 1, "pipeline": {
-        "id": "refs", "llm_profile": "test-double", "references": pipeline_refs or {},
-        "lanes": [{"id": "npcs", "extract": {"module": module, "references": lane_refs or {}},
-                   "merge": {"module": merge}, "normalize": {"module": "dnd.npcs.normalize"}}]}}
+def profile(
+    lane_refs: dict[str, Any] | None = None,
+    pipeline_refs: dict[str, Any] | None = None,
+    merge: str = "appendorder",
+    module: str = "test.glossary-extract",
+) -> dict[str, Any]:
+    return {
+        "version": 1,
+        "pipeline": {
+            "id": "refs",
+            "llm_profile": "test-double",
+            "references": pipeline_refs or {},
+            "lanes": [
+                {
+                    "id": "npcs",
+                    "extract": {"module": module, "references": lane_refs or {}},
+                    "merge": {"module": merge},
+                    "normalize": {"module": "dnd.npcs.normalize"},
+                }
+            ],
+        },
+    }
 
 
 def resolve(data: dict[str, Any], base: Path = Path("/cfg"), **kw: Any):
-    return resolve_pipeline(parse_profile(data, profile_name="refs.yaml"),
-                            profile_name="refs.yaml", base_dir=base, **kw)
+    return resolve_pipeline(
+        parse_profile(data, profile_name="refs.yaml"), profile_name="refs.yaml", base_dir=base, **kw
+    )
 
 
 def bindings(resolved: Any, stage: str) -> dict[str, Any]:
@@ -73,17 +123,22 @@ def bindings(resolved: Any, stage: str) -> dict[str, Any]:
 
 
 def test_pipeline_binding_is_a_default_for_every_declaring_target() -> None:
-    resolved = resolve(profile(pipeline_refs={"glossary": {"path": "g.txt"}},
-                               merge="test.glossary-merge"))
+    resolved = resolve(
+        profile(pipeline_refs={"glossary": {"path": "g.txt"}}, merge="test.glossary-merge")
+    )
     for stage in ("extract", "merge"):
         b = bindings(resolved, stage)["glossary"]
         assert (b.source, b.path, b.display) == ("pipeline", "/cfg/g.txt", "g.txt")
 
 
 def test_target_binding_overrides_the_pipeline_default() -> None:
-    resolved = resolve(profile(pipeline_refs={"glossary": {"path": "g.txt"}},
-                               lane_refs={"glossary": {"path": "local/l.txt"}},
-                               merge="test.glossary-merge"))
+    resolved = resolve(
+        profile(
+            pipeline_refs={"glossary": {"path": "g.txt"}},
+            lane_refs={"glossary": {"path": "local/l.txt"}},
+            merge="test.glossary-merge",
+        )
+    )
     assert bindings(resolved, "extract")["glossary"].path == "/cfg/local/l.txt"
     assert bindings(resolved, "extract")["glossary"].source == "target"
     assert bindings(resolved, "merge")["glossary"].source == "pipeline"
@@ -101,9 +156,11 @@ def test_pipeline_binding_nobody_declares_is_refused() -> None:
 
 
 def test_runtime_override_resolves_relative_to_working_directory(tmp_path: Path) -> None:
-    resolved = resolve(profile(lane_refs={"notes": {"path": "cfg.txt"}}),
-                       runtime_references=[RuntimeBinding(selector="notes", path="run.txt")],
-                       cwd=tmp_path)
+    resolved = resolve(
+        profile(lane_refs={"notes": {"path": "cfg.txt"}}),
+        runtime_references=[RuntimeBinding(selector="notes", path="run.txt")],
+        cwd=tmp_path,
+    )
     b = bindings(resolved, "extract")["notes"]
     assert (b.source, b.path) == ("runtime", str(tmp_path / "run.txt"))
 
@@ -112,16 +169,21 @@ def test_flat_runtime_name_declared_by_two_targets_needs_a_selector(tmp_path: Pa
     data = profile(merge="test.glossary-merge")
     with pytest.raises(ProfileError, match="npcs.extract.glossary, npcs.merge.glossary"):
         resolve(data, runtime_references=[RuntimeBinding(selector="glossary", path="g.txt")])
-    resolved = resolve(data, cwd=tmp_path, runtime_references=[
-        RuntimeBinding(selector="npcs.merge.glossary", path="g.txt")])
+    resolved = resolve(
+        data,
+        cwd=tmp_path,
+        runtime_references=[RuntimeBinding(selector="npcs.merge.glossary", path="g.txt")],
+    )
     assert "glossary" in bindings(resolved, "merge")
     assert "glossary" not in bindings(resolved, "extract")
 
 
 def test_unknown_selector_is_refused() -> None:
     with pytest.raises(ProfileError, match="selectors are SLOT, chunk.SLOT"):
-        resolve(profile(), runtime_references=[RuntimeBinding(selector="npcs.normalize.x",
-                                                              path="g.txt")])
+        resolve(
+            profile(),
+            runtime_references=[RuntimeBinding(selector="npcs.normalize.x", path="g.txt")],
+        )
 
 
 def test_runtime_unbind_removes_an_optional_binding() -> None:
@@ -133,8 +195,10 @@ def test_required_slot_cannot_be_unbound_or_left_unbound() -> None:
     with pytest.raises(ProfileError, match="required reference slot 'needed'"):
         resolve(profile(module="test.needy-extract"))
     with pytest.raises(ProfileError, match="required and cannot be unbound"):
-        resolve(profile(module="test.needy-extract", lane_refs={"needed": {"path": "n.txt"}}),
-                runtime_unbinds=["needed"])
+        resolve(
+            profile(module="test.needy-extract", lane_refs={"needed": {"path": "n.txt"}}),
+            runtime_unbinds=["needed"],
+        )
 
 
 def prepared(tmp_path: Path, name: str, content: bytes, slot: str = "glossary"):
@@ -149,7 +213,8 @@ def test_file_reference_records_digest_media_type_and_no_content(tmp_path: Path)
     assert ref.digest.startswith("sha256:") and ref.media_type == "text/markdown"
     assert ref.text == SECRET and warnings == []
     assert SECRET not in json.dumps(dict(ref.provenance)) and str(tmp_path) not in json.dumps(
-        dict(ref.provenance))
+        dict(ref.provenance)
+    )
 
 
 def test_missing_file_is_an_error_naming_the_file(tmp_path: Path) -> None:
@@ -180,14 +245,20 @@ def test_unknown_extension_is_octet_stream_checked_only_when_declared(tmp_path: 
         prepared(tmp_path, "g.weird", b"ok")
 
 
-@pytest.mark.parametrize(("content", "message"), [
-    (b"{not json", "not valid JSON"),
-    (b'{"kind": "dnd/npc-list", "schema_version": "v1", "source_id": "s", "npcs": []}',
-     "the slot accepts"),
-    (b'{"kind": "dnd/scene-description-list", "scene_descriptions": 5}', "malformed external"),
-])
-def test_malformed_structured_file_reference_is_an_error(tmp_path: Path, content: bytes,
-                                                         message: str) -> None:
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"{not json", "not valid JSON"),
+        (
+            b'{"kind": "dnd/npc-list", "schema_version": "v1", "source_id": "s", "npcs": []}',
+            "the slot accepts",
+        ),
+        (b'{"kind": "dnd/scene-description-list", "scene_descriptions": 5}', "malformed external"),
+    ],
+)
+def test_malformed_structured_file_reference_is_an_error(
+    tmp_path: Path, content: bytes, message: str
+) -> None:
     with pytest.raises(ReferenceError_, match=message):
         prepared(tmp_path, "scenes.json", content, slot="scenes")
 
@@ -207,12 +278,14 @@ def test_reference_content_never_reaches_bundle_or_metadata(tmp_path: Path) -> N
     cfg = tmp_path / "refs.yaml"
     cfg.write_text(json.dumps(profile(lane_refs={"glossary": {"path": "glossary.txt"}})))
     transcript = tmp_path / "t.jsonl"
-    transcript.write_text("".join(json.dumps({"text": f"line {i}", "speaker": "DM"}) + "\n"
-                                  for i in range(6)))
+    transcript.write_text(
+        "".join(json.dumps({"text": f"line {i}", "speaker": "DM"}) + "\n" for i in range(6))
+    )
     register_transcript(tmp_path / "data" / "transcripts", "refs", transcript)
     instance = DagsterInstance.ephemeral()
-    outcome = run_session(session_id="refs", profile=cfg, data_root=tmp_path / "data",
-                          instance=instance, quiet=True)
+    outcome = run_session(
+        session_id="refs", profile=cfg, data_root=tmp_path / "data", instance=instance, quiet=True
+    )
     assert outcome.success, outcome.error
     bundle = tmp_path / "data" / "bundles" / "refs"
     npcs = json.loads((bundle / "lanes" / "npcs.json").read_text())
@@ -224,8 +297,9 @@ def test_reference_content_never_reaches_bundle_or_metadata(tmp_path: Path) -> N
     assert SECRET not in published and str(tmp_path) not in published
     event = instance.get_latest_materialization_event(AssetKey("npcs"))
     assert event is not None and event.asset_materialization is not None
-    assert SECRET not in json.dumps({k: str(v.value) for k, v in
-                                     event.asset_materialization.metadata.items()})
+    assert SECRET not in json.dumps(
+        {k: str(v.value) for k, v in event.asset_materialization.metadata.items()}
+    )
 
 
 def test_runtime_reference_through_dagster_run_config(tmp_path: Path) -> None:
@@ -242,9 +316,16 @@ def test_runtime_reference_through_dagster_run_config(tmp_path: Path) -> None:
     instance.add_dynamic_partitions("sessions", ["rc"])
     defs = build_run_definitions(profile=cfg, data_root=tmp_path / "data")
     result = defs.resolve_job_def("materialize_session").execute_in_process(
-        instance=instance, partition_key="rc",
-        run_config={"ops": {"npcs": {"config": {
-            "references": {"npcs.extract.glossary": str(tmp_path / "long.txt")}}}}})
+        instance=instance,
+        partition_key="rc",
+        run_config={
+            "ops": {
+                "npcs": {
+                    "config": {"references": {"npcs.extract.glossary": str(tmp_path / "long.txt")}}
+                }
+            }
+        },
+    )
     assert result.success
     npcs = json.loads((tmp_path / "data" / "bundles" / "rc" / "lanes" / "npcs.json").read_text())
     assert npcs["npcs"][0]["name"] == "glossary-lines-3"

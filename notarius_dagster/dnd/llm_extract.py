@@ -43,9 +43,15 @@ ToPayload = Callable[[dict[str, Any], ExtractRequest], tuple[dict[str, Any], lis
 class LLMListExtractor:
     """Extract one lane's records from one chunk with one structured LLM call."""
 
-    def __init__(self, *, lane_kind: str, prompt: LanePrompt, answer_model: type[BaseModel],
-                 to_payload: ToPayload, context: Callable[[ExtractRequest], str] | None = None
-                 ) -> None:
+    def __init__(
+        self,
+        *,
+        lane_kind: str,
+        prompt: LanePrompt,
+        answer_model: type[BaseModel],
+        to_payload: ToPayload,
+        context: Callable[[ExtractRequest], str] | None = None,
+    ) -> None:
         self.lane_kind = lane_kind
         self.prompt = prompt
         self.answer_model = answer_model
@@ -57,8 +63,10 @@ class LLMListExtractor:
         return {"prompt": self.prompt.sha256, "answer_schema": digest_of(self.answer_schema)}
 
     def manifest_metadata(self) -> dict[str, str]:
-        return {"prompt_sha256": self.prompt.sha256,
-                "answer_schema_sha256": digest_of(self.answer_schema)}
+        return {
+            "prompt_sha256": self.prompt.sha256,
+            "answer_schema_sha256": digest_of(self.answer_schema),
+        }
 
     def extract(self, request: ExtractRequest) -> ModuleOutput:
         client = request.context.client
@@ -66,21 +74,32 @@ class LLMListExtractor:
             raise LaneError("no LLM client is configured for an LLM-backed extractor")
         context = self.context(request) if self.context else ""
         system, user = self.prompt.render(request.chunk.content, context)
-        response = client.complete_structured(StructuredRequest(
-            system=system, user=user, schema=self.answer_schema,
-            schema_name=self.answer_model.__name__, session_id=request.context.session_id,
-            lane=request.context.lane_id, chunk_id=request.chunk.chunk_id))
+        response = client.complete_structured(
+            StructuredRequest(
+                system=system,
+                user=user,
+                schema=self.answer_schema,
+                schema_name=self.answer_model.__name__,
+                session_id=request.context.session_id,
+                lane=request.context.lane_id,
+                chunk_id=request.chunk.chunk_id,
+            )
+        )
         usage = LLMUsage.of(response)
         if not response.valid or response.data is None:
-            return ModuleOutput(payload=None, usage=usage,
-                                schema_errors=response.errors or ("answer did not validate",))
+            return ModuleOutput(
+                payload=None,
+                usage=usage,
+                schema_errors=response.errors or ("answer did not validate",),
+            )
         answer = self.answer_model.model_validate(response.data).model_dump(mode="json")
         payload, warnings = self.to_payload(answer, request)
         return ModuleOutput(payload=payload, usage=usage, warnings=tuple(warnings))
 
 
-def envelope(kind: str, source_id: str, items_field: str, records: list[dict[str, Any]]
-             ) -> dict[str, Any]:
+def envelope(
+    kind: str, source_id: str, items_field: str, records: list[dict[str, Any]]
+) -> dict[str, Any]:
     return {"kind": kind, "schema_version": "v1", "source_id": source_id, items_field: records}
 
 

@@ -27,14 +27,16 @@ def refs_from_unit_ids(unit_ids: Iterable[int], chunk: Chunk) -> list[SourceRef]
     run: list[int] = []
     for unit in inside:
         if run and positions[unit] != positions[run[-1]] + 1:
-            refs.append(SourceRef(source_id=chunk.source_id, start_unit_id=run[0],
-                                  end_unit_id=run[-1]))
+            refs.append(
+                SourceRef(source_id=chunk.source_id, start_unit_id=run[0], end_unit_id=run[-1])
+            )
             run = []
         run.append(unit)
     if run:
         refs.append(SourceRef(source_id=chunk.source_id, start_unit_id=run[0], end_unit_id=run[-1]))
-    refs.extend(SourceRef(source_id=chunk.source_id, start_unit_id=u, end_unit_id=u)
-                for u in outside)
+    refs.extend(
+        SourceRef(source_id=chunk.source_id, start_unit_id=u, end_unit_id=u) for u in outside
+    )
     return refs
 
 
@@ -42,11 +44,14 @@ def sort_refs(refs: Iterable[SourceRef], document: SourceDocument) -> list[Sourc
     """Deduplicate and order references by document position."""
     positions = document.position_index()
     unique = {(r.source_id, r.start_unit_id, r.end_unit_id): r for r in refs}
-    return sorted(unique.values(), key=lambda r: (positions.get(r.start_unit_id, -1),
-                                                  positions.get(r.end_unit_id, -1)))
+    return sorted(
+        unique.values(),
+        key=lambda r: (positions.get(r.start_unit_id, -1), positions.get(r.end_unit_id, -1)),
+    )
 
 
 def first_position(refs: Sequence[SourceRef], document: SourceDocument) -> int:
     positions = document.position_index()
-    return min((positions.get(r.start_unit_id, len(positions)) for r in refs),
-               default=len(positions))
+    return min(
+        (positions.get(r.start_unit_id, len(positions)) for r in refs), default=len(positions)
+    )

@@ -41,9 +41,14 @@ def lane_file(lane_id: str) -> str:
 
 def _check_path(path: str) -> None:
     pure = PurePosixPath(path)
-    if (not path or path.startswith("/") or "\\" in path or pure.is_absolute()
-            or any(not _SAFE_SEGMENT.match(part) for part in pure.parts)
-            or any(part in (".", "..") for part in pure.parts)):
+    if (
+        not path
+        or path.startswith("/")
+        or "\\" in path
+        or pure.is_absolute()
+        or any(not _SAFE_SEGMENT.match(part) for part in pure.parts)
+        or any(part in (".", "..") for part in pure.parts)
+    ):
         raise OutputError(f"unsafe logical path {path!r}; nothing was written")
 
 
@@ -53,18 +58,23 @@ def encode_bundle(files: Sequence[LogicalFile]) -> dict[str, bytes]:
     for f in files:
         _check_path(f.path)
         if f.media_type != JSON_MEDIA_TYPE:
-            raise OutputError(f"{f.path}: unsupported media type {f.media_type!r}; "
-                              "nothing was written")
+            raise OutputError(
+                f"{f.path}: unsupported media type {f.media_type!r}; nothing was written"
+            )
         if f.path.lower() in {p.lower() for p in encoded}:
-            raise OutputError(f"{f.path}: duplicate output file name (lane ids collide after "
-                              "sanitizing); nothing was written")
+            raise OutputError(
+                f"{f.path}: duplicate output file name (lane ids collide after "
+                "sanitizing); nothing was written"
+            )
         try:
-            text = json.dumps(f.payload, indent=2, ensure_ascii=False, allow_nan=False,
-                              sort_keys=False)
+            text = json.dumps(
+                f.payload, indent=2, ensure_ascii=False, allow_nan=False, sort_keys=False
+            )
             json.loads(text)
         except (TypeError, ValueError) as exc:
-            raise OutputError(f"{f.path}: payload is not valid JSON ({type(exc).__name__}); "
-                              "nothing was written") from None
+            raise OutputError(
+                f"{f.path}: payload is not valid JSON ({type(exc).__name__}); nothing was written"
+            ) from None
         encoded[f.path] = (text + "\n").encode()
     return encoded
 
@@ -76,8 +86,10 @@ def lane_files(lanes: Sequence[tuple[str, Any]]) -> list[LogicalFile]:
     for lane_id, payload in lanes:
         path = lane_file(lane_id)
         if path in seen:
-            raise OutputError(f"lanes {seen[path]!r} and {lane_id!r} share the output file name "
-                              f"{path!r}; nothing was written")
+            raise OutputError(
+                f"lanes {seen[path]!r} and {lane_id!r} share the output file name "
+                f"{path!r}; nothing was written"
+            )
         seen[path] = lane_id
         out.append(LogicalFile(path, JSON_MEDIA_TYPE, payload))
     return out
@@ -111,8 +123,10 @@ def publish_bundle(root: Path, session_id: str, encoded: dict[str, bytes]) -> Pa
         _fsync_dir(versions)
         link = root / session_id
         if link.exists() and not link.is_symlink():
-            raise OutputError(f"bundle location for session {session_id!r} is not managed by "
-                              "notarius (a real folder stands there); nothing was replaced")
+            raise OutputError(
+                f"bundle location for session {session_id!r} is not managed by "
+                "notarius (a real folder stands there); nothing was replaced"
+            )
         tmp_link = root / f".link-{session_id}-{uuid.uuid4().hex}"
         os.symlink(os.path.relpath(version, root), tmp_link)
         os.replace(tmp_link, link)
@@ -127,8 +141,14 @@ def publish_bundle(root: Path, session_id: str, encoded: dict[str, bytes]) -> Pa
 
 
 def _previous(versions: Path, current: str) -> list[str]:
-    others = sorted((p for p in versions.iterdir() if p.is_dir() and not p.name.startswith(".")
-                     and p.name != current), key=lambda p: p.stat().st_mtime)
+    others = sorted(
+        (
+            p
+            for p in versions.iterdir()
+            if p.is_dir() and not p.name.startswith(".") and p.name != current
+        ),
+        key=lambda p: p.stat().st_mtime,
+    )
     return [others[-1].name] if others else []
 
 

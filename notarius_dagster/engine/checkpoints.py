@@ -25,11 +25,18 @@ def extraction_fingerprint(
     chunk_digest: str,
     reference_fingerprints: Mapping[str, str],
 ) -> str:
-    return digest_of({
-        "lane": lane_id, "module": module_key, "version": module_version,
-        "material": dict(module_material), "options": dict(options), "llm": llm_fingerprint,
-        "chunk": chunk_digest, "references": dict(sorted(reference_fingerprints.items())),
-    })
+    return digest_of(
+        {
+            "lane": lane_id,
+            "module": module_key,
+            "version": module_version,
+            "material": dict(module_material),
+            "options": dict(options),
+            "llm": llm_fingerprint,
+            "chunk": chunk_digest,
+            "references": dict(sorted(reference_fingerprints.items())),
+        }
+    )
 
 
 class CheckpointStore(Protocol):

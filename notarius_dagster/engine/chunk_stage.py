@@ -8,7 +8,12 @@ from collections.abc import Mapping
 
 from notarius_dagster.engine.catalog import CATALOG, ModuleCatalog
 from notarius_dagster.engine.chunking import chunk_invariant_problems, rebuild_chunks
-from notarius_dagster.engine.contracts import ChunkRequest, ModuleOutput, PreparedReference, RunContext
+from notarius_dagster.engine.contracts import (
+    ChunkRequest,
+    ModuleOutput,
+    PreparedReference,
+    RunContext,
+)
 from notarius_dagster.engine.errors import ChunkingError
 from notarius_dagster.engine.llm_contract import StructuredClient
 from notarius_dagster.engine.models import ChunkMap, Frozen, Rejection, SourceDocument
@@ -34,10 +39,17 @@ def run_chunk_stage(
     catalog: ModuleCatalog = CATALOG,
 ) -> ChunkResult:
     chunker = catalog.build("chunk", stage.module, stage.options)
-    context = RunContext(session_id=session_id, lane_id=None, module_key=stage.module,
-                         options=stage.options, references=references or {}, client=client)
-    vctx = ValidationContext(stage="chunk", lane_id=None, module_key=stage.module, kind=None,
-                             document=document)
+    context = RunContext(
+        session_id=session_id,
+        lane_id=None,
+        module_key=stage.module,
+        options=stage.options,
+        references=references or {},
+        client=client,
+    )
+    vctx = ValidationContext(
+        stage="chunk", lane_id=None, module_key=stage.module, kind=None, document=document
+    )
     attempts = stage.retries + 1
     problem: tuple[str, str] | None = None
     for attempt in range(1, attempts + 1):
@@ -46,21 +58,38 @@ def run_chunk_stage(
         except Exception as exc:
             if attempt < attempts:
                 continue
-            raise ChunkingError(f"chunker {stage.module!r} failed after {attempts} attempt(s): "
-                                f"{type(exc).__name__}: {exc}") from exc
+            raise ChunkingError(
+                f"chunker {stage.module!r} failed after {attempts} attempt(s): "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
         problems = chunk_invariant_problems(document, chunks)
         if problems:
             problem = ("chunk_invariants", "; ".join(problems[:5]))
         else:
-            problem = run_chain(stage.validators, vctx,
-                                ModuleOutput(payload={"chunks": len(chunks)}))
+            problem = run_chain(
+                stage.validators, vctx, ModuleOutput(payload={"chunks": len(chunks)})
+            )
         if problem is None:
             return ChunkResult(
-                chunk_map=ChunkMap(source_id=document.source_id, source_digest=document.digest,
-                                   chunker=stage.module, chunks=rebuild_chunks(document, chunks)),
-                attempts=attempt)
+                chunk_map=ChunkMap(
+                    source_id=document.source_id,
+                    source_digest=document.digest,
+                    chunker=stage.module,
+                    chunks=rebuild_chunks(document, chunks),
+                ),
+                attempts=attempt,
+            )
     assert problem is not None
     return ChunkResult(
-        chunk_map=None, attempts=attempts,
-        rejection=Rejection(stage="chunk", lane=None, module=stage.module, chunk_id=None,
-                            validator=problem[0], message=problem[1], attempts=attempts))
+        chunk_map=None,
+        attempts=attempts,
+        rejection=Rejection(
+            stage="chunk",
+            lane=None,
+            module=stage.module,
+            chunk_id=None,
+            validator=problem[0],
+            message=problem[1],
+            attempts=attempts,
+        ),
+    )

@@ -27,13 +27,20 @@ def render_units(units: Sequence[SourceUnit]) -> str:
 
 def chunk_digest(source_id: str, unit_ids: Sequence[int], content: str, media_type: str) -> str:
     return digest_of(
-        {"source_id": source_id, "unit_ids": list(unit_ids), "content": content,
-         "media_type": media_type}
+        {
+            "source_id": source_id,
+            "unit_ids": list(unit_ids),
+            "content": content,
+            "media_type": media_type,
+        }
     )
 
 
 def make_chunk(
-    document: SourceDocument, index: int, units: Sequence[SourceUnit], chunk_id: str | None = None,
+    document: SourceDocument,
+    index: int,
+    units: Sequence[SourceUnit],
+    chunk_id: str | None = None,
     metadata: dict[str, object] | None = None,
 ) -> Chunk:
     """Build a chunk over consecutive or selected units of `document`."""

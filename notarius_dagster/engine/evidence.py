@@ -35,8 +35,9 @@ EVIDENCE_SCHEMA_VERSION = "v1"
 class _Published(Frozen):
     """Published values: every field is always written, so the schema requires every field."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid",
-                              json_schema_serialization_defaults_required=True)
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", json_schema_serialization_defaults_required=True
+    )
 
 
 class EvidenceUnit(_Published):
@@ -77,8 +78,9 @@ class EvidenceContext(_Published):
     source_id: str
     source_digest: str
     window_units: int = Field(ge=0)
-    lanes: tuple[str, ...] = Field(min_length=1,
-                                   description="the configured lane allowlist, sorted")
+    lanes: tuple[str, ...] = Field(
+        min_length=1, description="the configured lane allowlist, sorted"
+    )
     contexts: tuple[EvidenceSpan, ...] = ()
 
     def contributing_lanes(self) -> list[str]:
@@ -117,10 +119,17 @@ def build_evidence_context(
         raise EvidenceError("evidence context: window_units must be a non-negative integer")
     positions = document.position_index()
     cited = _collect(document, positions, lane_results, set(allowlist))
-    contexts = tuple(_span(document, cited, merged)
-                     for merged in _expand_and_merge(cited, window_units, len(document.units)))
-    return EvidenceContext(source_id=document.source_id, source_digest=document.digest,
-                           window_units=window_units, lanes=allowlist, contexts=contexts)
+    contexts = tuple(
+        _span(document, cited, merged)
+        for merged in _expand_and_merge(cited, window_units, len(document.units))
+    )
+    return EvidenceContext(
+        source_id=document.source_id,
+        source_digest=document.digest,
+        window_units=window_units,
+        lanes=allowlist,
+        contexts=contexts,
+    )
 
 
 def _allowlist(lanes: Sequence[str]) -> tuple[str, ...]:
@@ -137,8 +146,12 @@ _Cited = dict[tuple[int, int], tuple[SourceRef, set[str]]]
 _Merged = tuple[int, int, list[tuple[int, int]]]
 
 
-def _collect(document: SourceDocument, positions: dict[int, int],
-             lane_results: Sequence[LaneResult], allowed: set[str]) -> _Cited:
+def _collect(
+    document: SourceDocument,
+    positions: dict[int, int],
+    lane_results: Sequence[LaneResult],
+    allowed: set[str],
+) -> _Cited:
     cited: _Cited = {}
     seen_lanes: set[str] = set()
     for result in lane_results:
@@ -163,44 +176,56 @@ def _project(result: LaneResult) -> list[SourceRef]:
     try:
         kind: ArtifactKind = get_kind(result.kind)
     except KeyError:
-        raise EvidenceError(f"evidence context: lane {lane!r} has an unregistered artifact "
-                            "kind") from None
+        raise EvidenceError(
+            f"evidence context: lane {lane!r} has an unregistered artifact kind"
+        ) from None
     if kind.project_source_refs is None:
-        raise EvidenceError(f"evidence context: lane {lane!r} has artifact kind "
-                            f"{result.kind!r}, which exposes no source evidence")
+        raise EvidenceError(
+            f"evidence context: lane {lane!r} has artifact kind "
+            f"{result.kind!r}, which exposes no source evidence"
+        )
     assert result.payload is not None
     try:
         artifact = kind.parse(result.payload)
     except ValidationError:
         # The validation message may quote payload values: never repeat it.
-        raise EvidenceError(f"evidence context: lane {lane!r}: the accepted payload does not "
-                            f"match artifact kind {result.kind!r}") from None
+        raise EvidenceError(
+            f"evidence context: lane {lane!r}: the accepted payload does not "
+            f"match artifact kind {result.kind!r}"
+        ) from None
     refs: Iterable[object] = kind.project_source_refs(artifact)
     out: list[SourceRef] = []
     for index, ref in enumerate(refs):
         if not isinstance(ref, SourceRef):
-            raise EvidenceError(f"evidence context: lane {lane!r} reference {index}: the "
-                                "projection yielded something that is not a source reference")
+            raise EvidenceError(
+                f"evidence context: lane {lane!r} reference {index}: the "
+                "projection yielded something that is not a source reference"
+            )
         out.append(ref.model_copy())
     return out
 
 
-def _validate(document: SourceDocument, positions: dict[int, int], ref: SourceRef, lane: str,
-              index: int) -> tuple[int, int]:
+def _validate(
+    document: SourceDocument, positions: dict[int, int], ref: SourceRef, lane: str, index: int
+) -> tuple[int, int]:
     where = f"evidence context: lane {lane!r} reference {index}"
     if ref.source_id != document.source_id:
         raise EvidenceError(f"{where} cites another source document; nothing was published")
     start = positions.get(ref.start_unit_id)
     end = positions.get(ref.end_unit_id)
     if start is None:
-        raise EvidenceError(f"{where}: its start unit is not in the source document; "
-                            "nothing was published")
+        raise EvidenceError(
+            f"{where}: its start unit is not in the source document; nothing was published"
+        )
     if end is None:
-        raise EvidenceError(f"{where}: its end unit is not in the source document; "
-                            "nothing was published")
+        raise EvidenceError(
+            f"{where}: its end unit is not in the source document; nothing was published"
+        )
     if start > end:
-        raise EvidenceError(f"{where}: its start unit comes after its end unit in the source "
-                            "document; nothing was published")
+        raise EvidenceError(
+            f"{where}: its start unit comes after its end unit in the source "
+            "document; nothing was published"
+        )
     return start, end
 
 
@@ -221,17 +246,24 @@ def _expand_and_merge(cited: _Cited, window: int, size: int) -> list[_Merged]:
 
 def _span(document: SourceDocument, cited: _Cited, merged: _Merged) -> EvidenceSpan:
     lo, hi, keys = merged
-    units = document.units[lo:hi + 1]
+    units = document.units[lo : hi + 1]
     return EvidenceSpan(
         start_unit_id=units[0].unit_id,
         end_unit_id=units[-1].unit_id,
-        references=tuple(DirectReference(source_ref=cited[key][0],
-                                         lanes=tuple(sorted(cited[key][1])))
-                         for key in keys),
+        references=tuple(
+            DirectReference(source_ref=cited[key][0], lanes=tuple(sorted(cited[key][1])))
+            for key in keys
+        ),
         units=tuple(
-            EvidenceUnit(unit_id=u.unit_id, kind=u.kind, text=u.text,
-                         source_ref=SourceRef(source_id=document.source_id,
-                                              start_unit_id=u.unit_id, end_unit_id=u.unit_id),
-                         metadata=dict(u.metadata))
-            for u in units),
+            EvidenceUnit(
+                unit_id=u.unit_id,
+                kind=u.kind,
+                text=u.text,
+                source_ref=SourceRef(
+                    source_id=document.source_id, start_unit_id=u.unit_id, end_unit_id=u.unit_id
+                ),
+                metadata=dict(u.metadata),
+            )
+            for u in units
+        ),
     )

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import Field
 
@@ -25,7 +25,14 @@ from notarius_dagster.engine.contracts import (
 )
 from notarius_dagster.engine.errors import LaneError, LLMUnavailableError, NotariusError
 from notarius_dagster.engine.llm_contract import StructuredClient
-from notarius_dagster.engine.models import Chunk, Frozen, Rejection, RunWarning, SourceDocument
+from notarius_dagster.engine.models import (
+    Chunk,
+    Frozen,
+    Rejection,
+    RunWarning,
+    SourceDocument,
+    Stage,
+)
 from notarius_dagster.engine.resolution import ResolvedLane, ResolvedStage
 from notarius_dagster.engine.validators import ValidationContext, run_chain
 
@@ -100,9 +107,15 @@ def _attempt(
     return _Attempted(
         output=None,
         usage=usage,
-        rejection=Rejection(stage=stage.stage, lane=lane_id, module=stage.module,  # type: ignore[arg-type]
-                            chunk_id=chunk_id, validator=verdict[0], message=verdict[1],
-                            attempts=attempt),
+        rejection=Rejection(
+            stage=cast(Stage, stage.stage),
+            lane=lane_id,
+            module=stage.module,
+            chunk_id=chunk_id,
+            validator=verdict[0],
+            message=verdict[1],
+            attempts=attempt,
+        ),
     )
 
 
@@ -130,9 +143,15 @@ def run_lane(
     kind = get_kind(lane.kind)
 
     def context(stage: ResolvedStage) -> RunContext:
-        return RunContext(session_id=session_id, lane_id=lane.id, module_key=stage.module,
-                          options=stage.options, references=references.get(stage.stage, {}),
-                          client=client, kind=kind)
+        return RunContext(
+            session_id=session_id,
+            lane_id=lane.id,
+            module_key=stage.module,
+            options=stage.options,
+            references=references.get(stage.stage, {}),
+            client=client,
+            kind=kind,
+        )
 
     extractor = catalog.build("extract", lane.extract.module, lane.extract.options)
     merger = catalog.build("merge", lane.merge.module, lane.merge.options)
@@ -143,26 +162,46 @@ def run_lane(
 
     def extract_one(chunk: Chunk) -> tuple[Chunk, _Attempted, ChunkStatus]:
         fingerprint = extraction_fingerprint(
-            lane_id=lane.id, module_key=lane.extract.module, module_version=lane.extract.version,
-            module_material=material, options=lane.extract.options,
-            llm_fingerprint=llm_fingerprint, chunk_digest=chunk.digest,
-            reference_fingerprints=ref_fps)
+            lane_id=lane.id,
+            module_key=lane.extract.module,
+            module_version=lane.extract.version,
+            module_material=material,
+            options=lane.extract.options,
+            llm_fingerprint=llm_fingerprint,
+            chunk_digest=chunk.digest,
+            reference_fingerprints=ref_fps,
+        )
         if checkpoints is not None:
             cached = checkpoints.get(fingerprint)
             if cached is not None:
                 return chunk, _Attempted(output=cached, rejection=None, usage=LLMUsage()), "reused"
-        vctx = ValidationContext(stage="extract", lane_id=lane.id, module_key=lane.extract.module,
-                                 kind=kind, document=document, chunk=chunk)
-        provenance = {"lane_id": lane.id, "extractor": lane.extract.module,
-                      "source_id": chunk.source_id, "chunk_id": chunk.chunk_id,
-                      "chunk_index": chunk.index}
+        vctx = ValidationContext(
+            stage="extract",
+            lane_id=lane.id,
+            module_key=lane.extract.module,
+            kind=kind,
+            document=document,
+            chunk=chunk,
+        )
+        provenance = {
+            "lane_id": lane.id,
+            "extractor": lane.extract.module,
+            "source_id": chunk.source_id,
+            "chunk_id": chunk.chunk_id,
+            "chunk_index": chunk.index,
+        }
 
         def call() -> ModuleOutput:
             out = extractor.extract(ExtractRequest(document=document, chunk=chunk, context=ex_ctx))
             return out.model_copy(update={"provenance": provenance})
 
-        result = _attempt(call, lambda out: run_chain(lane.extract.validators, vctx, out),
-                          stage=lane.extract, lane_id=lane.id, chunk_id=chunk.chunk_id)
+        result = _attempt(
+            call,
+            lambda out: run_chain(lane.extract.validators, vctx, out),
+            stage=lane.extract,
+            lane_id=lane.id,
+            chunk_id=chunk.chunk_id,
+        )
         if result.rejection is not None:
             return chunk, result, "rejected"
         assert result.output is not None
@@ -194,32 +233,51 @@ def run_lane(
             accepted.append(attempted.output)
             warnings.extend(attempted.output.warnings)
 
-    stats = dict(chunks=len(chunks),
-                 called_model=sum(1 for s in status.values() if s in ("llm", "rejected")),
-                 reused=sum(1 for s in status.values() if s == "reused"),
-                 skipped=sum(1 for s in status.values() if s == "skipped"),
-                 rejected=len(rejections))
-    metadata = {"extractor": _manifest_metadata(extractor), "merger": _manifest_metadata(merger),
-                "normalizer": _manifest_metadata(normalizer)}
+    stats = dict(
+        chunks=len(chunks),
+        called_model=sum(1 for s in status.values() if s in ("llm", "rejected")),
+        reused=sum(1 for s in status.values() if s == "reused"),
+        skipped=sum(1 for s in status.values() if s == "skipped"),
+        rejected=len(rejections),
+    )
+    metadata = {
+        "extractor": _manifest_metadata(extractor),
+        "merger": _manifest_metadata(merger),
+        "normalizer": _manifest_metadata(normalizer),
+    }
 
     def finish(payload: dict[str, Any] | None, extra_usage: LLMUsage) -> LaneResult:
         records = len(payload.get(kind.items_field, [])) if payload else 0
         return LaneResult(
-            lane_id=lane.id, kind=lane.kind,
-            status="accepted" if payload is not None else "rejected", payload=payload,
-            rejections=tuple(rejections), warnings=tuple(warnings),
+            lane_id=lane.id,
+            kind=lane.kind,
+            status="accepted" if payload is not None else "rejected",
+            payload=payload,
+            rejections=tuple(rejections),
+            warnings=tuple(warnings),
             stats=LaneStats(**stats, records=records, usage=usage + extra_usage),
-            chunk_status=status, metadata={k: v for k, v in metadata.items() if v},
+            chunk_status=status,
+            metadata={k: v for k, v in metadata.items() if v},
         )
 
     mg_ctx = context(lane.merge)
-    merge_v = ValidationContext(stage="merge", lane_id=lane.id, module_key=lane.merge.module,
-                                kind=kind, document=document, extracts=tuple(accepted))
+    merge_v = ValidationContext(
+        stage="merge",
+        lane_id=lane.id,
+        module_key=lane.merge.module,
+        kind=kind,
+        document=document,
+        extracts=tuple(accepted),
+    )
     merged = _attempt(
-        lambda: merger.merge(MergeRequest(document=document, extracts=tuple(accepted),
-                                          context=mg_ctx)),
+        lambda: merger.merge(
+            MergeRequest(document=document, extracts=tuple(accepted), context=mg_ctx)
+        ),
         lambda out: run_chain(lane.merge.validators, merge_v, out),
-        stage=lane.merge, lane_id=lane.id, chunk_id=None)
+        stage=lane.merge,
+        lane_id=lane.id,
+        chunk_id=None,
+    )
     if merged.rejection is not None or merged.output is None:
         rejections.append(merged.rejection)  # type: ignore[arg-type]
         return finish(None, merged.usage)
@@ -228,15 +286,24 @@ def run_lane(
         progress(f"{lane.id}: merged {len(accepted)} extract(s)")
 
     nm_ctx = context(lane.normalize)
-    norm_v = ValidationContext(stage="normalize", lane_id=lane.id,
-                               module_key=lane.normalize.module, kind=kind, document=document,
-                               merged=merged.output)
+    norm_v = ValidationContext(
+        stage="normalize",
+        lane_id=lane.id,
+        module_key=lane.normalize.module,
+        kind=kind,
+        document=document,
+        merged=merged.output,
+    )
     merged_output = merged.output
     normalized = _attempt(
-        lambda: normalizer.normalize(NormalizeRequest(document=document, merged=merged_output,
-                                                      context=nm_ctx)),
+        lambda: normalizer.normalize(
+            NormalizeRequest(document=document, merged=merged_output, context=nm_ctx)
+        ),
         lambda out: run_chain(lane.normalize.validators, norm_v, out),
-        stage=lane.normalize, lane_id=lane.id, chunk_id=None)
+        stage=lane.normalize,
+        lane_id=lane.id,
+        chunk_id=None,
+    )
     if normalized.rejection is not None or normalized.output is None:
         rejections.append(normalized.rejection)  # type: ignore[arg-type]
         return finish(None, merged.usage + normalized.usage)

@@ -14,8 +14,17 @@ from notarius_dagster.engine.models import Rejection, SourceDocument
 from notarius_dagster.engine.resolution import ResolvedPipeline
 
 MANIFEST_VERSION = "1"
-_LLM_PUBLIC_KEYS = ("name", "model", "api_base", "temperature", "max_tokens", "timeout_s",
-                    "retries", "max_concurrency", "server")
+_LLM_PUBLIC_KEYS = (
+    "name",
+    "model",
+    "api_base",
+    "temperature",
+    "max_tokens",
+    "timeout_s",
+    "retries",
+    "max_concurrency",
+    "server",
+)
 
 
 def lane_summary(lane_result: LaneResult, pipeline: ResolvedPipeline) -> dict[str, Any]:
@@ -29,15 +38,26 @@ def lane_summary(lane_result: LaneResult, pipeline: ResolvedPipeline) -> dict[st
         "schema_version": kind.schema_version,
         "status": lane_result.status,
         "modules": {s.stage: {"key": s.module, "version": s.version} for s in lane.stages()},
-        "validators": {s.stage: {"chain": list(s.validators), "source": s.validators_source}
-                       for s in lane.stages()},
+        "validators": {
+            s.stage: {"chain": list(s.validators), "source": s.validators_source}
+            for s in lane.stages()
+        },
         "depends_on": list(lane.depends_on),
         "records": stats.records,
-        "chunks": {"total": stats.chunks, "called_model": stats.called_model,
-                   "reused": stats.reused, "skipped": stats.skipped, "rejected": stats.rejected},
-        "llm": {"calls": stats.usage.calls, "prompt_tokens": stats.usage.prompt_tokens,
-                "completion_tokens": stats.usage.completion_tokens,
-                "cost_usd": stats.usage.cost_usd, "structured_output_rungs": stats.usage.rungs},
+        "chunks": {
+            "total": stats.chunks,
+            "called_model": stats.called_model,
+            "reused": stats.reused,
+            "skipped": stats.skipped,
+            "rejected": stats.rejected,
+        },
+        "llm": {
+            "calls": stats.usage.calls,
+            "prompt_tokens": stats.usage.prompt_tokens,
+            "completion_tokens": stats.usage.completion_tokens,
+            "cost_usd": stats.usage.cost_usd,
+            "structured_output_rungs": stats.usage.rungs,
+        },
         "warnings": len(lane_result.warnings),
         "rejections": len(lane_result.rejections),
         "metadata": lane_result.metadata,
@@ -76,32 +96,57 @@ def build_manifest(
         "session_id": session_id,
         "status": "succeeded",
         "validation_status": "rejected" if rejections else "approved",
-        "pipeline": {"id": pipeline.pipeline_id, "profile": pipeline.profile_name,
-                     "digest": pipeline.digest},
-        "modules": {"input": pipeline.input_format or document.media_type,
-                    "chunker": {"key": pipeline.chunk.module, "version": pipeline.chunk.version,
-                                "validators": list(pipeline.chunk.validators),
-                                "validators_source": pipeline.chunk.validators_source,
-                                "attempts": chunk_result.attempts},
-                    "output": pipeline.output_module},
-        "source": {"source_id": document.source_id, "digest": document.digest,
-                   "media_type": document.media_type, "units": len(document.units)},
+        "pipeline": {
+            "id": pipeline.pipeline_id,
+            "profile": pipeline.profile_name,
+            "digest": pipeline.digest,
+        },
+        "modules": {
+            "input": pipeline.input_format or document.media_type,
+            "chunker": {
+                "key": pipeline.chunk.module,
+                "version": pipeline.chunk.version,
+                "validators": list(pipeline.chunk.validators),
+                "validators_source": pipeline.chunk.validators_source,
+                "attempts": chunk_result.attempts,
+            },
+            "output": pipeline.output_module,
+        },
+        "source": {
+            "source_id": document.source_id,
+            "digest": document.digest,
+            "media_type": document.media_type,
+            "units": len(document.units),
+        },
         "chunks": len(chunk_result.chunk_map.chunks) if chunk_result.chunk_map else 0,
         "llm_profile": llm,
         "references": {"chunk": list(chunk_references)},
         "artifact_lanes": [lane_summary(lr, pipeline) for lr in lane_results],
         "outputs": [
-            {"lane_id": lr.lane_id, "normalizer": pipeline.lane(lr.lane_id).normalize.module,
-             "media_type": "application/json", "source_id": document.source_id,
-             "schema_id": get_kind(lr.kind).schema_id, "file": f"lanes/{lr.lane_id}.json"}
-            for lr in lane_results if lr.payload is not None
+            {
+                "lane_id": lr.lane_id,
+                "normalizer": pipeline.lane(lr.lane_id).normalize.module,
+                "media_type": "application/json",
+                "source_id": document.source_id,
+                "schema_id": get_kind(lr.kind).schema_id,
+                "file": f"lanes/{lr.lane_id}.json",
+            }
+            for lr in lane_results
+            if lr.payload is not None
         ],
         "rejected": [rejection_summary(r) for r in rejections],
         "warnings": sum(len(lr.warnings) for lr in lane_results),
         "evidence_context": evidence_enabled,
-        "totals": {"llm_calls": total.calls, "prompt_tokens": total.prompt_tokens,
-                   "completion_tokens": total.completion_tokens, "cost_usd": total.cost_usd,
-                   "structured_output_rungs": total.rungs},
-        "timing": {"started_at": started_at, "completed_at": completed_at,
-                   "wall_time_s": round(wall_time_s, 3)},
+        "totals": {
+            "llm_calls": total.calls,
+            "prompt_tokens": total.prompt_tokens,
+            "completion_tokens": total.completion_tokens,
+            "cost_usd": total.cost_usd,
+            "structured_output_rungs": total.rungs,
+        },
+        "timing": {
+            "started_at": started_at,
+            "completed_at": completed_at,
+            "wall_time_s": round(wall_time_s, 3),
+        },
     }

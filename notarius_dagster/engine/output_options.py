@@ -12,8 +12,9 @@ Fail = Callable[[str, str], Exception]
 DEFAULT_WINDOW_UNITS = 3
 
 
-def validate_output_options(options: Mapping[str, Any], *, configured_lanes: Mapping[str, str | None],
-                            fail: Fail) -> dict[str, Any]:
+def validate_output_options(
+    options: Mapping[str, Any], *, configured_lanes: Mapping[str, str | None], fail: Fail
+) -> dict[str, Any]:
     """Return canonical options: `{"evidence_context": None | {enabled, window_units, lanes}}`."""
     unknown = sorted(set(options) - {"evidence_context"})
     if unknown:
@@ -33,8 +34,10 @@ def validate_output_options(options: Mapping[str, Any], *, configured_lanes: Map
     if not ec["enabled"]:
         for key in ("lanes", "window_units"):
             if key in ec:
-                raise fail(f"evidence_context.{key}",
-                           "not allowed when enabled is false (it would be silently ignored)")
+                raise fail(
+                    f"evidence_context.{key}",
+                    "not allowed when enabled is false (it would be silently ignored)",
+                )
         return {"evidence_context": None}
     window = ec.get("window_units", DEFAULT_WINDOW_UNITS)
     if not isinstance(window, int) or isinstance(window, bool) or window < 0:
@@ -50,13 +53,16 @@ def validate_output_options(options: Mapping[str, Any], *, configured_lanes: Map
         if lane in cleaned:
             raise fail(f"evidence_context.lanes[{i}]", f"duplicate lane id {lane!r}")
         if lane not in configured_lanes:
-            raise fail(f"evidence_context.lanes[{i}]",
-                       f"lane {lane!r} is not configured; configured: {sorted(configured_lanes)}")
+            raise fail(
+                f"evidence_context.lanes[{i}]",
+                f"lane {lane!r} is not configured; configured: {sorted(configured_lanes)}",
+            )
         kind = configured_lanes[lane]
         registered = registered_kinds().get(kind or "")
         if registered is None or registered.project_source_refs is None:
-            raise fail(f"evidence_context.lanes[{i}]",
-                       f"lane {lane!r} has artifact kind {kind!r}, which exposes no source evidence")
+            raise fail(
+                f"evidence_context.lanes[{i}]",
+                f"lane {lane!r} has artifact kind {kind!r}, which exposes no source evidence",
+            )
         cleaned.append(lane)
-    return {"evidence_context": {"enabled": True, "window_units": window,
-                                 "lanes": sorted(cleaned)}}
+    return {"evidence_context": {"enabled": True, "window_units": window, "lanes": sorted(cleaned)}}

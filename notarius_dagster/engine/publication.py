@@ -11,14 +11,22 @@ from notarius_dagster.engine.chunk_stage import ChunkResult
 from notarius_dagster.engine.lane_runner import LaneResult
 
 BUNDLE_VERSION = "1"
-CHUNK_MAP_DESCRIPTOR = {"file": "chunk-map.json", "kind": "source/chunk-map",
-                        "media_type": JSON_MEDIA_TYPE, "schema_id": "notarius.source.chunk_map",
-                        "schema_name": "notarius_source_chunk_map_v1", "schema_version": "v1"}
-EVIDENCE_DESCRIPTOR = {"file": "evidence-context.json", "kind": "source/evidence-context",
-                       "media_type": JSON_MEDIA_TYPE,
-                       "schema_id": "notarius.source.evidence_context",
-                       "schema_name": "notarius_source_evidence_context_v1",
-                       "schema_version": "v1"}
+CHUNK_MAP_DESCRIPTOR = {
+    "file": "chunk-map.json",
+    "kind": "source/chunk-map",
+    "media_type": JSON_MEDIA_TYPE,
+    "schema_id": "notarius.source.chunk_map",
+    "schema_name": "notarius_source_chunk_map_v1",
+    "schema_version": "v1",
+}
+EVIDENCE_DESCRIPTOR = {
+    "file": "evidence-context.json",
+    "kind": "source/evidence-context",
+    "media_type": JSON_MEDIA_TYPE,
+    "schema_id": "notarius.source.evidence_context",
+    "schema_name": "notarius_source_evidence_context_v1",
+    "schema_version": "v1",
+}
 
 
 def assemble_bundle(
@@ -37,26 +45,39 @@ def assemble_bundle(
         "pipeline": manifest["pipeline"],
         "source_digest": manifest["source"]["digest"],
         "validation_status": manifest["validation_status"],
-        "files": {"manifest": "manifest.json", "warnings": "warnings.json",
-                  "rejected": "rejected.json"},
+        "files": {
+            "manifest": "manifest.json",
+            "warnings": "warnings.json",
+            "rejected": "rejected.json",
+        },
         "lanes": [
-            {"lane_id": lr.lane_id, "file": lane_file(lr.lane_id), "kind": lr.kind,
-             "media_type": JSON_MEDIA_TYPE, "schema_id": get_kind(lr.kind).schema_id,
-             "schema_name": get_kind(lr.kind).schema_name,
-             "schema_version": get_kind(lr.kind).schema_version, "records": lr.stats.records}
+            {
+                "lane_id": lr.lane_id,
+                "file": lane_file(lr.lane_id),
+                "kind": lr.kind,
+                "media_type": JSON_MEDIA_TYPE,
+                "schema_id": get_kind(lr.kind).schema_id,
+                "schema_name": get_kind(lr.kind).schema_name,
+                "schema_version": get_kind(lr.kind).schema_version,
+                "records": lr.stats.records,
+            }
             for lr in accepted
         ],
     }
     files = [
         LogicalFile("manifest.json", JSON_MEDIA_TYPE, manifest),
-        LogicalFile("warnings.json", JSON_MEDIA_TYPE,
-                    [w.model_dump(mode="json") for lr in lane_results for w in lr.warnings]),
+        LogicalFile(
+            "warnings.json",
+            JSON_MEDIA_TYPE,
+            [w.model_dump(mode="json") for lr in lane_results for w in lr.warnings],
+        ),
         LogicalFile("rejected.json", JSON_MEDIA_TYPE, manifest["rejected"]),
     ]
     if chunk_result.chunk_map is not None:
         index["chunk_map"] = CHUNK_MAP_DESCRIPTOR
-        files.append(LogicalFile("chunk-map.json", JSON_MEDIA_TYPE,
-                                 chunk_result.chunk_map.public_view()))
+        files.append(
+            LogicalFile("chunk-map.json", JSON_MEDIA_TYPE, chunk_result.chunk_map.public_view())
+        )
     if evidence_context is not None:
         index["evidence_context"] = EVIDENCE_DESCRIPTOR
         files.append(LogicalFile("evidence-context.json", JSON_MEDIA_TYPE, evidence_context))

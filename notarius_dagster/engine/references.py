@@ -22,9 +22,15 @@ from notarius_dagster.engine.resolution import ResolvedBinding, ResolvedStage
 from notarius_dagster.engine.validators import schema_problems
 
 MEDIA_TYPES = {
-    ".json": "application/json", ".jsonl": "application/x-ndjson", ".txt": "text/plain",
-    ".md": "text/markdown", ".yaml": "application/yaml", ".yml": "application/yaml",
-    ".csv": "text/csv", ".vtt": "text/vtt", ".srt": "application/x-subrip",
+    ".json": "application/json",
+    ".jsonl": "application/x-ndjson",
+    ".txt": "text/plain",
+    ".md": "text/markdown",
+    ".yaml": "application/yaml",
+    ".yml": "application/yaml",
+    ".csv": "text/csv",
+    ".vtt": "text/vtt",
+    ".srt": "application/x-subrip",
 }
 OCTET_STREAM = "application/octet-stream"
 
@@ -43,16 +49,19 @@ def _validated_artifact(binding: ResolvedBinding, payload: Any, origin: str) -> 
         raise ReferenceError_(f"{_where(binding)}: {origin} artifact has no artifact kind")
     kind_name = payload["kind"]
     if binding.accepted_kinds and kind_name not in binding.accepted_kinds:
-        raise ReferenceError_(f"{_where(binding)}: {origin} artifact is {kind_name!r}; the slot "
-                              f"accepts {list(binding.accepted_kinds)}")
+        raise ReferenceError_(
+            f"{_where(binding)}: {origin} artifact is {kind_name!r}; the slot "
+            f"accepts {list(binding.accepted_kinds)}"
+        )
     try:
         kind = get_kind(kind_name)
     except KeyError:
         raise ReferenceError_(f"{_where(binding)}: unknown artifact kind {kind_name!r}") from None
     problems = schema_problems(kind, payload)
     if problems:
-        raise ReferenceError_(f"{_where(binding)}: malformed {origin} artifact: "
-                              + "; ".join(problems[:5]))
+        raise ReferenceError_(
+            f"{_where(binding)}: malformed {origin} artifact: " + "; ".join(problems[:5])
+        )
     return payload
 
 
@@ -67,24 +76,35 @@ def prepare_file(binding: ResolvedBinding) -> tuple[PreparedReference, list[RunW
     except IsADirectoryError:
         raise ReferenceError_(f"{_where(binding)}: {name!r} is a folder, not a file") from None
     except OSError as exc:
-        raise ReferenceError_(f"{_where(binding)}: file {name!r} unreadable "
-                              f"({type(exc).__name__})") from None
+        raise ReferenceError_(
+            f"{_where(binding)}: file {name!r} unreadable ({type(exc).__name__})"
+        ) from None
     if len(raw) > binding.max_bytes:
-        raise ReferenceError_(f"{_where(binding)}: file {name!r} is {len(raw)} bytes; the slot "
-                              f"allows {binding.max_bytes}")
+        raise ReferenceError_(
+            f"{_where(binding)}: file {name!r} is {len(raw)} bytes; the slot "
+            f"allows {binding.max_bytes}"
+        )
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ReferenceError_(f"{_where(binding)}: file {name!r} is not UTF-8 (byte "
-                              f"{exc.start})") from None
+        raise ReferenceError_(
+            f"{_where(binding)}: file {name!r} is not UTF-8 (byte {exc.start})"
+        ) from None
     media_type = media_type_for(name)
     if binding.accepted_media_types and media_type not in binding.accepted_media_types:
-        raise ReferenceError_(f"{_where(binding)}: file {name!r} has media type {media_type!r};"
-                              f" the slot accepts {list(binding.accepted_media_types)}")
+        raise ReferenceError_(
+            f"{_where(binding)}: file {name!r} has media type {media_type!r};"
+            f" the slot accepts {list(binding.accepted_media_types)}"
+        )
     warnings = []
     if not raw:
-        warnings.append(RunWarning(stage="input", code="empty_reference",
-                                   message=f"{_where(binding)}: file {name!r} is empty"))
+        warnings.append(
+            RunWarning(
+                stage="input",
+                code="empty_reference",
+                message=f"{_where(binding)}: file {name!r} is empty",
+            )
+        )
     artifact = None
     digest = sha256_digest(raw)
     if binding.accepted_kinds:
@@ -94,28 +114,56 @@ def prepare_file(binding: ResolvedBinding) -> tuple[PreparedReference, list[RunW
             raise ReferenceError_(f"{_where(binding)}: file {name!r} is not valid JSON") from None
         artifact = _validated_artifact(binding, decoded, "external")
         digest = digest_of(artifact)
-    provenance = {"slot": binding.slot, "target": binding.target, "origin": "file",
-                  "binding": binding.source, "file": name, "media_type": media_type,
-                  "bytes": len(raw), "digest": sha256_digest(raw)}
-    return PreparedReference(slot=binding.slot, origin="file",
-                             kind=artifact["kind"] if artifact else None, media_type=media_type,
-                             digest=digest, text=text, artifact=artifact,
-                             provenance=provenance), warnings
+    provenance = {
+        "slot": binding.slot,
+        "target": binding.target,
+        "origin": "file",
+        "binding": binding.source,
+        "file": name,
+        "media_type": media_type,
+        "bytes": len(raw),
+        "digest": sha256_digest(raw),
+    }
+    return PreparedReference(
+        slot=binding.slot,
+        origin="file",
+        kind=artifact["kind"] if artifact else None,
+        media_type=media_type,
+        digest=digest,
+        text=text,
+        artifact=artifact,
+        provenance=provenance,
+    ), warnings
 
 
-def prepare_generated(binding: ResolvedBinding, payload: Mapping[str, Any] | None
-                      ) -> PreparedReference:
+def prepare_generated(
+    binding: ResolvedBinding, payload: Mapping[str, Any] | None
+) -> PreparedReference:
     if payload is None:
-        raise ReferenceError_(f"{_where(binding)}: lane {binding.lane!r} produced no accepted "
-                              "artifact, so this lane cannot run")
+        raise ReferenceError_(
+            f"{_where(binding)}: lane {binding.lane!r} produced no accepted "
+            "artifact, so this lane cannot run"
+        )
     artifact = _validated_artifact(binding, dict(payload), "generated")
     digest = digest_of(artifact)
-    provenance = {"slot": binding.slot, "target": binding.target, "origin": "lane",
-                  "binding": binding.source, "lane": binding.lane, "kind": artifact["kind"],
-                  "digest": digest}
-    return PreparedReference(slot=binding.slot, origin="lane", kind=artifact["kind"],
-                             media_type="application/json", digest=digest, artifact=artifact,
-                             provenance=provenance)
+    provenance = {
+        "slot": binding.slot,
+        "target": binding.target,
+        "origin": "lane",
+        "binding": binding.source,
+        "lane": binding.lane,
+        "kind": artifact["kind"],
+        "digest": digest,
+    }
+    return PreparedReference(
+        slot=binding.slot,
+        origin="lane",
+        kind=artifact["kind"],
+        media_type="application/json",
+        digest=digest,
+        artifact=artifact,
+        provenance=provenance,
+    )
 
 
 def prepare_stage_references(

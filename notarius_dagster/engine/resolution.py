@@ -134,33 +134,53 @@ class _Resolver:
         spec = self.catalog.spec(stage, cfg_module)
         if spec is None:
             known = ", ".join(self.catalog.keys(stage)) or "none"
-            raise self.fail(f"{key}.module", f"unknown {stage} module {cfg_module!r}; known: {known}")
+            raise self.fail(
+                f"{key}.module", f"unknown {stage} module {cfg_module!r}; known: {known}"
+            )
         return spec
 
-    def stage(self, stage: str, cfg: StageConfig, key: str, spec: ModuleSpec,
-              kind: str | None) -> ResolvedStage:
+    def stage(
+        self, stage: str, cfg: StageConfig, key: str, spec: ModuleSpec, kind: str | None
+    ) -> ResolvedStage:
         if cfg.validators is not None:
             unknown = sorted(set(cfg.validators) - known_validators())
             if unknown:
                 raise self.fail(f"{key}.validators", f"unknown validator(s): {', '.join(unknown)}")
         chain, source = resolve_chain(stage, cfg.validators, spec.default_validators)
         return ResolvedStage(
-            stage=stage, module=spec.key, version=spec.version, options=dict(cfg.options),
-            retries=cfg.retries, validators=chain, validators_source=source,
+            stage=stage,
+            module=spec.key,
+            version=spec.version,
+            options=dict(cfg.options),
+            retries=cfg.retries,
+            validators=chain,
+            validators_source=source,
             artifact_kind=spec.artifact_kind or kind,
         )
 
-    def binding(self, slot: ReferenceSlot, target: str, cfg: ReferenceBindingConfig,
-                source: BindingSource, key: str, base: Path) -> ResolvedBinding:
-        common = dict(slot=slot.name, target=target, source=source, required=slot.required,
-                      accepted_kinds=slot.accepted_kinds,
-                      accepted_media_types=slot.accepted_media_types, max_bytes=slot.max_bytes)
+    def binding(
+        self,
+        slot: ReferenceSlot,
+        target: str,
+        cfg: ReferenceBindingConfig,
+        source: BindingSource,
+        key: str,
+        base: Path,
+    ) -> ResolvedBinding:
+        common = dict(
+            slot=slot.name,
+            target=target,
+            source=source,
+            required=slot.required,
+            accepted_kinds=slot.accepted_kinds,
+            accepted_media_types=slot.accepted_media_types,
+            max_bytes=slot.max_bytes,
+        )
         if cfg.lane is not None:
             return ResolvedBinding(origin="lane", lane=cfg.lane.strip(), **common)  # type: ignore[arg-type]
         assert cfg.path is not None
         path = (base / cfg.path).resolve()
-        return ResolvedBinding(origin="file", path=str(path), display=Path(cfg.path).name,
-                               **common)  # type: ignore[arg-type]
+        return ResolvedBinding(origin="file", path=str(path), display=Path(cfg.path).name, **common)  # type: ignore[arg-type]
 
 
 def resolve_pipeline(
@@ -186,7 +206,9 @@ def resolve_pipeline(
     if lanes:
         unknown = [x for x in lanes if x not in configured]
         if unknown:
-            raise r.fail("lanes (selection)", f"unknown lane(s) {unknown}; configured: {configured}")
+            raise r.fail(
+                "lanes (selection)", f"unknown lane(s) {unknown}; configured: {configured}"
+            )
         selected = [x for x in configured if x in set(lanes)]
 
     chunk_spec = r.spec("chunk", pipe.chunk.module, "pipeline.chunk")
@@ -194,8 +216,9 @@ def resolve_pipeline(
     _check_caps(r, chunk_spec, available, "pipeline.chunk")
     chunk = r.stage("chunk", pipe.chunk, "pipeline.chunk", chunk_spec, None)
 
-    targets: dict[str, tuple[ModuleSpec, StageConfig, str]] = {"chunk": (chunk_spec, pipe.chunk,
-                                                                         "pipeline.chunk")}
+    targets: dict[str, tuple[ModuleSpec, StageConfig, str]] = {
+        "chunk": (chunk_spec, pipe.chunk, "pipeline.chunk")
+    }
     lane_parts: dict[str, dict[str, ResolvedStage]] = {}
     lane_kinds: dict[str, str] = {}
     for index, lane_cfg in enumerate(pipe.lanes):
@@ -207,7 +230,9 @@ def resolve_pipeline(
         _check_caps(r, ex_spec, caps, f"{key}.extract")
         kind = ex_spec.artifact_kind
         if kind is None or kind not in registered_kinds():
-            raise r.fail(f"{key}.extract.module", "extract module declares no registered artifact kind")
+            raise r.fail(
+                f"{key}.extract.module", "extract module declares no registered artifact kind"
+            )
         merge_cfg = lane_cfg.merge or StageConfig(module=DEFAULT_MERGE_MODULE)
         norm_cfg = lane_cfg.normalize or StageConfig(module=DEFAULT_NORMALIZE_MODULE)
         mg_spec = r.spec("merge", merge_cfg.module, f"{key}.merge")
@@ -216,31 +241,38 @@ def resolve_pipeline(
         _check_caps(r, nm_spec, caps, f"{key}.normalize")
         for spec_, stage_key in ((mg_spec, "merge"), (nm_spec, "normalize")):
             if spec_.artifact_kind not in (None, kind):
-                raise r.fail(f"{key}.{stage_key}.module",
-                             f"module produces {spec_.artifact_kind!r}, lane is {kind!r}")
+                raise r.fail(
+                    f"{key}.{stage_key}.module",
+                    f"module produces {spec_.artifact_kind!r}, lane is {kind!r}",
+                )
         lane_kinds[lane_cfg.id] = kind
         lane_parts[lane_cfg.id] = {
             "extract": r.stage("extract", lane_cfg.extract, f"{key}.extract", ex_spec, kind),
             "merge": r.stage("merge", merge_cfg, f"{key}.merge", mg_spec, kind),
             "normalize": r.stage("normalize", norm_cfg, f"{key}.normalize", nm_spec, kind),
         }
-        for stage_name, spec_, cfg in (("extract", ex_spec, lane_cfg.extract),
-                                       ("merge", mg_spec, merge_cfg),
-                                       ("normalize", nm_spec, norm_cfg)):
+        for stage_name, spec_, cfg in (
+            ("extract", ex_spec, lane_cfg.extract),
+            ("merge", mg_spec, merge_cfg),
+            ("normalize", nm_spec, norm_cfg),
+        ):
             targets[f"{lane_cfg.id}.{stage_name}"] = (spec_, cfg, f"{key}.{stage_name}")
 
-    bindings = _resolve_bindings(r, targets, runtime_references, runtime_unbinds,
-                                 cwd or Path.cwd())
+    bindings = _resolve_bindings(r, targets, runtime_references, runtime_unbinds, cwd or Path.cwd())
     for target, bound in bindings.items():
         for b in bound.values():
             if b.origin == "lane":
                 if b.lane not in lane_kinds:
-                    raise r.fail(f"{targets[target][2]}.references.{b.slot}.lane",
-                                 f"lane {b.lane!r} is not a selected lane of this pipeline")
+                    raise r.fail(
+                        f"{targets[target][2]}.references.{b.slot}.lane",
+                        f"lane {b.lane!r} is not a selected lane of this pipeline",
+                    )
                 if b.accepted_kinds and lane_kinds[b.lane] not in b.accepted_kinds:
-                    raise r.fail(f"{targets[target][2]}.references.{b.slot}.lane",
-                                 f"lane {b.lane!r} produces {lane_kinds[b.lane]!r}; slot accepts "
-                                 f"{list(b.accepted_kinds)}")
+                    raise r.fail(
+                        f"{targets[target][2]}.references.{b.slot}.lane",
+                        f"lane {b.lane!r} produces {lane_kinds[b.lane]!r}; slot accepts "
+                        f"{list(b.accepted_kinds)}",
+                    )
 
     resolved_lanes = []
     for lane_id in selected:
@@ -248,17 +280,24 @@ def resolve_pipeline(
         stages = {}
         deps: set[str] = set()
         for stage_name, stage in parts.items():
-            refs = tuple(sorted(bindings.get(f"{lane_id}.{stage_name}", {}).values(),
-                                key=lambda b: b.slot))
+            refs = tuple(
+                sorted(bindings.get(f"{lane_id}.{stage_name}", {}).values(), key=lambda b: b.slot)
+            )
             deps |= {b.lane for b in refs if b.lane}
             stages[stage_name] = stage.model_copy(update={"references": refs})
         if lane_id in deps:
             raise r.fail("pipeline.lanes", f"lane {lane_id!r} references itself")
-        resolved_lanes.append(ResolvedLane(id=lane_id, kind=lane_kinds[lane_id],
-                                           depends_on=tuple(sorted(deps)), **stages))
+        resolved_lanes.append(
+            ResolvedLane(
+                id=lane_id, kind=lane_kinds[lane_id], depends_on=tuple(sorted(deps)), **stages
+            )
+        )
     _check_acyclic(r, resolved_lanes)
-    chunk = chunk.model_copy(update={"references": tuple(
-        sorted(bindings.get("chunk", {}).values(), key=lambda b: b.slot))})
+    chunk = chunk.model_copy(
+        update={
+            "references": tuple(sorted(bindings.get("chunk", {}).values(), key=lambda b: b.slot))
+        }
+    )
     if any(b.origin == "lane" for b in chunk.references):
         raise r.fail("pipeline.chunk.references", "the chunker cannot consume a lane artifact")
 
@@ -270,14 +309,20 @@ def resolve_pipeline(
     llm_resolved = _validate_llm_profile(r, llm_name, llm_cfg)
 
     output_spec = r.spec("output", pipe.output.module, "pipeline.output")
-    output_options = _validate_output_options(r, output_spec, pipe.output.options, configured,
-                                              lane_kinds_all(profile, catalog))
+    output_options = _validate_output_options(
+        r, output_spec, pipe.output.options, configured, lane_kinds_all(profile, catalog)
+    )
 
     resolved = ResolvedPipeline(
-        pipeline_id=pipe.id, profile_name=profile_name, input_format=pipe.input.format,
-        chunk=chunk, llm_profile_name=llm_name, llm_profile=llm_resolved,
+        pipeline_id=pipe.id,
+        profile_name=profile_name,
+        input_format=pipe.input.format,
+        chunk=chunk,
+        llm_profile_name=llm_name,
+        llm_profile=llm_resolved,
         lanes=tuple(sorted(resolved_lanes, key=lambda lane: lane.id)),
-        configured_lanes=tuple(sorted(configured)), output_module=output_spec.key,
+        configured_lanes=tuple(sorted(configured)),
+        output_module=output_spec.key,
         output_options=output_options,
     )
     return resolved.model_copy(update={"digest": pipeline_digest(resolved)})
@@ -329,22 +374,27 @@ def _resolve_bindings(
             declaring.setdefault(slot.name, []).append(target)
     for slot_name, cfg in r.profile.pipeline.references.items():
         if slot_name not in declaring:
-            raise r.fail(f"pipeline.references.{slot_name}",
-                         "no selected chunk, extract, merge or normalize module declares this slot")
+            raise r.fail(
+                f"pipeline.references.{slot_name}",
+                "no selected chunk, extract, merge or normalize module declares this slot",
+            )
         for target in declaring[slot_name]:
-            spec = targets[target][0]
-            slot = spec.slot(slot_name)
-            assert slot is not None
-            out[target][slot_name] = r.binding(slot, target, cfg, "pipeline",
-                                               f"pipeline.references.{slot_name}", r.base_dir)
-    for target, (spec, cfg, key) in targets.items():
-        for slot_name, bcfg in cfg.references.items():
-            slot = spec.slot(slot_name)
-            if slot is None:
-                raise r.fail(f"{key}.references.{slot_name}",
-                             f"module {spec.key!r} declares no slot {slot_name!r}")
-            out[target][slot_name] = r.binding(slot, target, bcfg, "target",
-                                               f"{key}.references", r.base_dir)
+            pipeline_slot = targets[target][0].slot(slot_name)
+            assert pipeline_slot is not None
+            out[target][slot_name] = r.binding(
+                pipeline_slot, target, cfg, "pipeline", f"pipeline.references.{slot_name}", r.base_dir
+            )
+    for target, (spec, stage_cfg, key) in targets.items():
+        for slot_name, bcfg in stage_cfg.references.items():
+            target_slot = spec.slot(slot_name)
+            if target_slot is None:
+                raise r.fail(
+                    f"{key}.references.{slot_name}",
+                    f"module {spec.key!r} declares no slot {slot_name!r}",
+                )
+            out[target][slot_name] = r.binding(
+                target_slot, target, bcfg, "target", f"{key}.references", r.base_dir
+            )
 
     def pick(selector: str, what: str) -> tuple[str, str]:
         parts = selector.rsplit(".", 1)
@@ -355,35 +405,42 @@ def _resolve_bindings(
                 if not found:
                     raise r.fail(f"{what} {selector}", "no selected target declares this slot")
                 options = ", ".join(f"{t}.{slot_name}" for t in sorted(found))
-                raise r.fail(f"{what} {selector}",
-                             f"slot is declared by several targets; use one of: {options}")
+                raise r.fail(
+                    f"{what} {selector}",
+                    f"slot is declared by several targets; use one of: {options}",
+                )
             return found[0], slot_name
         target, slot_name = parts
         if target not in targets or targets[target][0].slot(slot_name) is None:
-            raise r.fail(f"{what} {selector}", "no selected target declares this slot; selectors "
-                         "are SLOT, chunk.SLOT, LANE.extract.SLOT, LANE.merge.SLOT, "
-                         "LANE.normalize.SLOT")
+            raise r.fail(
+                f"{what} {selector}",
+                "no selected target declares this slot; selectors "
+                "are SLOT, chunk.SLOT, LANE.extract.SLOT, LANE.merge.SLOT, "
+                "LANE.normalize.SLOT",
+            )
         return target, slot_name
 
     for rb in runtime:
         target, slot_name = pick(rb.selector, "--reference")
-        slot = targets[target][0].slot(slot_name)
-        assert slot is not None
-        out[target][slot_name] = r.binding(slot, target, ReferenceBindingConfig(path=rb.path),
-                                           "runtime", "--reference", cwd)
+        runtime_slot = targets[target][0].slot(slot_name)
+        assert runtime_slot is not None
+        out[target][slot_name] = r.binding(
+            runtime_slot, target, ReferenceBindingConfig(path=rb.path), "runtime", "--reference", cwd
+        )
     for selector in unbinds:
         target, slot_name = pick(selector, "--unbind")
-        slot = targets[target][0].slot(slot_name)
-        assert slot is not None
-        if slot.required:
+        unbound_slot = targets[target][0].slot(slot_name)
+        assert unbound_slot is not None
+        if unbound_slot.required:
             raise r.fail(f"--unbind {selector}", "slot is required and cannot be unbound")
         out[target].pop(slot_name, None)
     for target, (spec, _, key) in targets.items():
         for slot in spec.slots:
             if slot.required and slot.name not in out[target]:
-                raise r.fail(f"{key}.references.{slot.name}",
-                             f"required reference slot {slot.name!r} of module {spec.key!r} "
-                             "is not bound")
+                raise r.fail(
+                    f"{key}.references.{slot.name}",
+                    f"required reference slot {slot.name!r} of module {spec.key!r} is not bound",
+                )
     return out
 
 
@@ -401,17 +458,25 @@ def _validate_llm_profile(r: _Resolver, name: str, cfg: dict[str, Any]) -> dict[
     return profile.model_dump(mode="json")
 
 
-def _validate_output_options(r: _Resolver, spec: ModuleSpec, options: dict[str, Any],
-                             configured: list[str], kinds: dict[str, str | None]
-                             ) -> dict[str, Any]:
+def _validate_output_options(
+    r: _Resolver,
+    spec: ModuleSpec,
+    options: dict[str, Any],
+    configured: list[str],
+    kinds: dict[str, str | None],
+) -> dict[str, Any]:
     from notarius_dagster.engine.output_options import validate_output_options
 
-    return validate_output_options(options, configured_lanes=kinds,
-                                   fail=lambda key, msg: r.fail(f"pipeline.output.options.{key}", msg))
+    return validate_output_options(
+        options,
+        configured_lanes=kinds,
+        fail=lambda key, msg: r.fail(f"pipeline.output.options.{key}", msg),
+    )
 
 
 def resolve_profile_file(path: Path, **kwargs: Any) -> ResolvedPipeline:
     """Load and resolve a profile file; config paths resolve relative to its folder."""
     profile = load_profile(path)
-    return resolve_pipeline(profile, profile_name=path.name, base_dir=path.parent.resolve(),
-                            **kwargs)
+    return resolve_pipeline(
+        profile, profile_name=path.name, base_dir=path.parent.resolve(), **kwargs
+    )

@@ -22,8 +22,12 @@ class AppendOrderMerger:
         for extract in request.extracts:
             assert extract.payload is not None
             records.extend(extract.payload.get(kind.items_field, []))
-        payload = {"kind": kind.kind, "schema_version": kind.schema_version,
-                   "source_id": request.document.source_id, kind.items_field: records}
+        payload = {
+            "kind": kind.kind,
+            "schema_version": kind.schema_version,
+            "source_id": request.document.source_id,
+            kind.items_field: records,
+        }
         return ModuleOutput(payload=payload)
 
 
@@ -37,7 +41,8 @@ class NoopNormalizer:
         return ModuleOutput(payload=request.merged.payload)
 
 
-CATALOG.register(ModuleSpec(key="appendorder", stage="merge", requires=("chunks",)),
-                 AppendOrderMerger)
+CATALOG.register(
+    ModuleSpec(key="appendorder", stage="merge", requires=("chunks",)), AppendOrderMerger
+)
 CATALOG.register(ModuleSpec(key="noop", stage="normalize", requires=("chunks",)), NoopNormalizer)
 CATALOG.register(ModuleSpec(key="json", stage="output"), lambda options: None)

@@ -17,11 +17,16 @@ from notarius_dagster.engine.session_ids import validate_session_id
 def stored_transcript(store: Path, session_id: str) -> Path:
     """The stored transcript of a session; errors name the session, not a path."""
     validate_session_id(session_id)
-    matches = [store / f"{session_id}{ext}" for ext in EXTENSION_FORMATS
-               if (store / f"{session_id}{ext}").is_file()]
+    matches = [
+        store / f"{session_id}{ext}"
+        for ext in EXTENSION_FORMATS
+        if (store / f"{session_id}{ext}").is_file()
+    ]
     if not matches:
-        raise InputError(f"no transcript is registered for session {session_id!r}; add one with "
-                         "`notarius run` or drop it into the inbox")
+        raise InputError(
+            f"no transcript is registered for session {session_id!r}; add one with "
+            "`notarius run` or drop it into the inbox"
+        )
     return matches[0]
 
 

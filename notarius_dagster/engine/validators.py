@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, Literal
 
 import jsonschema
 from pydantic import ValidationError
@@ -85,8 +85,10 @@ def schema_problems(kind: ArtifactKind, payload: dict[str, Any]) -> list[str]:
 @register_validator("schema")
 def validate_schema(ctx: ValidationContext, output: ModuleOutput) -> list[str]:
     if output.schema_errors:
-        return ["structured output failed validation after re-ask: "
-                + "; ".join(output.schema_errors[:5])]
+        return [
+            "structured output failed validation after re-ask: "
+            + "; ".join(output.schema_errors[:5])
+        ]
     if output.payload is None:
         return ["no payload"]
     if ctx.kind is None:
@@ -109,7 +111,9 @@ def ref_problems(refs: Sequence[SourceRef], source_id: str, positions: dict[int,
             continue
         start, end = positions.get(ref.start_unit_id), positions.get(ref.end_unit_id)
         if start is None or end is None:
-            problems.append(f"reference {i}: unit {ref.start_unit_id}..{ref.end_unit_id} not in scope")
+            problems.append(
+                f"reference {i}: unit {ref.start_unit_id}..{ref.end_unit_id} not in scope"
+            )
         elif start > end:
             problems.append(f"reference {i}: start unit after end unit")
     return problems
@@ -128,16 +132,21 @@ def validate_refs_in_document(ctx: ValidationContext, output: ModuleOutput) -> l
     return ref_problems(_refs(ctx, output), ctx.document.source_id, ctx.document.position_index())
 
 
-def resolve_chain(stage: str, override: Sequence[str] | None, module_rules: Sequence[str] | None
-                  ) -> tuple[tuple[str, ...], str]:
+ChainSource = Literal["default", "override"]
+
+
+def resolve_chain(
+    stage: str, override: Sequence[str] | None, module_rules: Sequence[str] | None
+) -> tuple[tuple[str, ...], ChainSource]:
     """The chain for a stage and where it came from ("default" or "override")."""
     if override is not None:
         return tuple(override), "override"
     return CENTRAL_DEFAULTS.get(stage, ()) + tuple(module_rules or ()), "default"
 
 
-def run_chain(chain: Sequence[str], ctx: ValidationContext, output: ModuleOutput
-              ) -> tuple[str, str] | None:
+def run_chain(
+    chain: Sequence[str], ctx: ValidationContext, output: ModuleOutput
+) -> tuple[str, str] | None:
     """Run validators in order; the first rejection is returned as (validator, message)."""
     for name in chain:
         problems = get_validator(name)(ctx, output)

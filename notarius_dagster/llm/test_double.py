@@ -15,21 +15,35 @@ Usage:
 A responder may raise a litellm exception (see `provider_error_of`) to exercise retries and
 error mapping. The active double is process-wide (not per thread or context), because lane
 extraction calls the client from worker threads; it is not visible to other processes, so use
-it only with in-process execution."""
+it only with in-process execution.
+
+ONLY for end-to-end tests of the real webserver and daemon, whose runs execute in other
+processes where no `scripted_llm` block can be opened: set the environment variable
+NOTARIUS_TEST_DOUBLE_RESPONDER="module:function" (e.g. `tests.doubles:lane_responder`) for those
+processes. `register_double()` (called when this module is imported) then installs that
+responder as the process's default double, which answers every call made while no
+`scripted_llm` block is active; a block, when open, still answers instead. The module must be
+importable in that process (put the repository root on PYTHONPATH), and a malformed value fails
+the import loudly. Without the variable a call outside a block fails loudly, as it always has.
+Never set it for a real deployment: it replaces the model with canned answers."""
 
 from __future__ import annotations
 
 import copy
+import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from importlib import import_module
 from typing import Any, Literal
 
 from notarius_dagster.llm._litellm import litellm
 from notarius_dagster.llm.profiles import LLMProfile
 
 DOUBLE_PROVIDER = "notarius-double"
+RESPONDER_ENV = "NOTARIUS_TEST_DOUBLE_RESPONDER"
+"""Opt-in default responder for end-to-end tests across processes ("module:function")."""
 
 Responder = Callable[[list[dict[str, Any]], dict[str, Any] | None], str]
 ProviderErrorKind = Literal[
@@ -124,7 +138,8 @@ class _DoubleHandler(litellm.CustomLLM):  # type: ignore[misc]
         model = str(kwargs["model"])
         if double is None:
             raise litellm.BadRequestError(
-                message="no test double is active; wrap the call in scripted_llm(...)",
+                message="no test double is active; wrap the call in scripted_llm(...) (an "
+                f"end-to-end test of separate processes may set {RESPONDER_ENV}=module:function)",
                 model=model,
                 llm_provider=DOUBLE_PROVIDER,
             )
@@ -159,20 +174,61 @@ class _DoubleHandler(litellm.CustomLLM):  # type: ignore[misc]
 _HANDLER = _DoubleHandler()
 _ACTIVE_LOCK = threading.Lock()
 _ACTIVE: list[ScriptedLLM] = []
+# The default double from RESPONDER_ENV, with the value it was loaded from (None: no default).
+_DEFAULT: tuple[str, ScriptedLLM] | None = None
 
 
 def register_double() -> None:
     """Make `notarius-double/...` models resolvable in litellm (idempotent; appends to
-    `litellm.custom_provider_map` so other custom providers stay registered)."""
+    `litellm.custom_provider_map` so other custom providers stay registered), and install or
+    remove the default double as RESPONDER_ENV says (see the module docstring)."""
     if not any(item.get("provider") == DOUBLE_PROVIDER for item in litellm.custom_provider_map):
         litellm.custom_provider_map.append(
             {"provider": DOUBLE_PROVIDER, "custom_handler": _HANDLER}
         )
+    _sync_default_double()
+
+
+def responder_from_spec(spec: str) -> Responder:
+    """The callable named by "package.module:function" (the function part may be dotted)."""
+    module_name, sep, attribute = spec.strip().partition(":")
+    if not sep or not module_name or not attribute:
+        raise ValueError(f"{RESPONDER_ENV} must look like 'package.module:function', "
+                         f"got {spec!r}")
+    target: Any = import_module(module_name)
+    for part in attribute.split("."):
+        target = getattr(target, part)
+    if not callable(target):
+        raise TypeError(f"{RESPONDER_ENV}={spec!r} does not name a callable")
+    return target  # type: ignore[no-any-return]
+
+
+def _sync_default_double() -> None:
+    global _DEFAULT
+    spec = os.environ.get(RESPONDER_ENV, "").strip()
+    with _ACTIVE_LOCK:
+        if _DEFAULT is not None and _DEFAULT[0] == spec:
+            return
+        if not spec:
+            _DEFAULT = None
+            return
+    double = ScriptedLLM(responder_from_spec(spec))  # imports outside the lock
+    with _ACTIVE_LOCK:
+        _DEFAULT = (spec, double)
+
+
+def default_double() -> ScriptedLLM | None:
+    """The default double installed from RESPONDER_ENV, if any (its calls are recorded)."""
+    with _ACTIVE_LOCK:
+        return _DEFAULT[1] if _DEFAULT is not None else None
 
 
 def _active_double() -> ScriptedLLM | None:
+    """The innermost `scripted_llm` block's double, else the default one, else None."""
     with _ACTIVE_LOCK:
-        return _ACTIVE[-1] if _ACTIVE else None
+        if _ACTIVE:
+            return _ACTIVE[-1]
+        return _DEFAULT[1] if _DEFAULT is not None else None
 
 
 @contextmanager

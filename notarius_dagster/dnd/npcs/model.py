@@ -23,7 +23,7 @@ class Npc(Record):
 
 class NpcList(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-    kind: Literal["dnd/npc-list"] = KIND
+    kind: Literal["dnd/npc-list"] = "dnd/npc-list"
     schema_version: Literal["v1"] = "v1"
     source_id: str
     npcs: list[Npc]

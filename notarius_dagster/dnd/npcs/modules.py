@@ -20,21 +20,30 @@ from notarius_dagster.engine.models import RunWarning, SourceRef
 PROMPT_PATH = Path(__file__).with_name("prompt.md")
 
 
-def answer_to_payload(answer: dict[str, Any], request: ExtractRequest
-                      ) -> tuple[dict[str, Any], list[RunWarning]]:
+def answer_to_payload(
+    answer: dict[str, Any], request: ExtractRequest
+) -> tuple[dict[str, Any], list[RunWarning]]:
     records = []
     for item in answer["npcs"]:
         refs = refs_from_unit_ids(item["unit_ids"], request.chunk)
-        records.append({"name": item["name"].strip(),
-                        "aliases": [a.strip() for a in item["aliases"] if a.strip()],
-                        "description": item["description"].strip(),
-                        "source_refs": [r.model_dump() for r in refs]})
+        records.append(
+            {
+                "name": item["name"].strip(),
+                "aliases": [a.strip() for a in item["aliases"] if a.strip()],
+                "description": item["description"].strip(),
+                "source_refs": [r.model_dump() for r in refs],
+            }
+        )
     return envelope(KIND, request.chunk.source_id, "npcs", records), []
 
 
 def build_extractor(options: dict[str, Any]) -> LLMListExtractor:
-    return LLMListExtractor(lane_kind=KIND, prompt=LanePrompt(PROMPT_PATH),
-                            answer_model=NpcAnswer, to_payload=answer_to_payload)
+    return LLMListExtractor(
+        lane_kind=KIND,
+        prompt=LanePrompt(PROMPT_PATH),
+        answer_model=NpcAnswer,
+        to_payload=answer_to_payload,
+    )
 
 
 class NpcMerger:
@@ -53,8 +62,12 @@ class NpcMerger:
                 keys = {canonical_name(n) for n in [npc["name"], *npc["aliases"]]} - {""}
                 target = next((by_key[k] for k in keys if k in by_key), None)
                 if target is None:
-                    target = {"name": npc["name"], "aliases": [], "description": npc["description"],
-                              "source_refs": []}
+                    target = {
+                        "name": npc["name"],
+                        "aliases": [],
+                        "description": npc["description"],
+                        "source_refs": [],
+                    }
                     merged.append(target)
                 names = {canonical_name(target["name"]), *map(canonical_name, target["aliases"])}
                 for alias in [npc["name"], *npc["aliases"]]:
@@ -87,8 +100,12 @@ class NpcNormalizer:
         assert request.merged.payload is not None
         doc = request.document
         npcs = [dict(n) for n in request.merged.payload["npcs"]]
-        npcs.sort(key=lambda n: (first_position([SourceRef(**r) for r in n["source_refs"]], doc),
-                                 canonical_name(n["name"])))
+        npcs.sort(
+            key=lambda n: (
+                first_position([SourceRef(**r) for r in n["source_refs"]], doc),
+                canonical_name(n["name"]),
+            )
+        )
         used: set[str] = set()
         for npc in npcs:
             base = f"npc-{slug(npc['name'])}"
@@ -98,5 +115,6 @@ class NpcNormalizer:
             used.add(candidate)
             npc["id"] = candidate
             npc["aliases"] = sorted(set(npc["aliases"]), key=str.casefold)
-        return ModuleOutput(payload=envelope(KIND, doc.source_id, "npcs",
-                                             [{"id": n.pop("id"), **n} for n in npcs]))
+        return ModuleOutput(
+            payload=envelope(KIND, doc.source_id, "npcs", [{"id": n.pop("id"), **n} for n in npcs])
+        )
