@@ -1,5 +1,9 @@
-"""Asset metadata for lanes: counts and a short preview table (names and kinds, never
-transcript text), built with pandas and rendered as Markdown."""
+"""Asset metadata for lanes: counts and a short preview table (names, ids and kinds, never
+transcript text), built with pandas and rendered as Markdown.
+
+The preview is an allowlist: only the fields below, only scalar values, strings cut to
+`PREVIEW_CELL_CHARS`. Prose fields (description, summary, action, outcome, effect, title) are
+never shown, and a name the model filled with a long quotation is cut short."""
 
 from __future__ import annotations
 
@@ -11,20 +15,31 @@ from dagster import MetadataValue
 from notarius_dagster.engine.lane_runner import LaneResult
 
 PREVIEW_ROWS = 8
-# Fields that are names, ids or kinds: safe to preview. Summaries and descriptions are not.
-PREVIEW_FIELDS = ("id", "name", "kind", "scene_id", "actor", "spell", "item", "event", "npc_id",
-                  "round", "caster")
+PREVIEW_CELL_CHARS = 40
+# Fields that are names, ids, kinds or numbers: safe to preview. Prose fields are not.
+PREVIEW_FIELDS = ("id", "name", "kind", "scene_id", "npc", "npc_id", "actor", "caster", "spell",
+                  "level", "item", "event", "round")
+
+
+def _cell(value: object) -> object:
+    """A scalar as shown in the table: numbers as they are, strings on one line, no table
+    syntax, at most PREVIEW_CELL_CHARS characters."""
+    if not isinstance(value, str):
+        return value
+    text = " ".join(value.replace("|", "/").split())
+    return text if len(text) <= PREVIEW_CELL_CHARS else text[: PREVIEW_CELL_CHARS - 1] + "…"
 
 
 def preview_table(result: LaneResult, items_field: str | None) -> str:
     if not result.payload or not items_field:
         return "_no records_"
     records = result.payload.get(items_field, [])[:PREVIEW_ROWS]
-    rows = [{k: r[k] for k in PREVIEW_FIELDS if k in r and not isinstance(r[k], dict | list)}
-            for r in records]
+    rows = [{k: _cell(r[k]) for k in PREVIEW_FIELDS
+             if k in r and isinstance(r[k], str | int | float | bool)}
+            for r in records if isinstance(r, dict)]
     if not rows:
         return "_no records_"
-    return pd.DataFrame(rows).to_markdown(index=False)
+    return pd.DataFrame(rows, dtype=object).fillna("").to_markdown(index=False)
 
 
 def lane_metadata(result: LaneResult) -> dict[str, Any]:

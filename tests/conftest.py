@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from dagster import DagsterInstance
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
@@ -46,6 +47,14 @@ def _modules() -> None:
 @pytest.fixture
 def doc() -> SourceDocument:
     return make_document()
+
+
+@pytest.fixture
+def instance() -> Iterator[DagsterInstance]:
+    """An ephemeral Dagster instance, disposed after the test (undisposed instances collected
+    at interpreter exit crash CPython 3.11.7's AST constructor)."""
+    with DagsterInstance.ephemeral() as inst:
+        yield inst
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 from dagster import DagsterInstance
 
 from notarius_dagster.engine.transcripts import register_transcript
@@ -16,11 +15,6 @@ from tests.doubles import lane_responder
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "samples" / "crd3-c2e001-slice.jsonl"
-
-
-@pytest.fixture
-def instance() -> DagsterInstance:
-    return DagsterInstance.ephemeral()
 
 
 def materialize(

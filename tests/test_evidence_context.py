@@ -21,6 +21,7 @@ from dagster import (
     AssetKey,
     DagsterInstance,
     Failure,
+    Output,
     build_asset_context,
 )
 from pydantic import BaseModel, ConfigDict
@@ -523,7 +524,7 @@ def test_evidence_asset_returns_the_document_with_counts_only() -> None:
     doc = make_document(texts=TEXTS)
     with invocation() as context:
         output = asset(context, source_document=doc, things=things("things", [(2, 2), (7, 7)]))
-    assert isinstance(output.value, EvidenceContext)
+    assert isinstance(output, Output) and isinstance(output.value, EvidenceContext)
     assert unit_ids(output.value) == [[1, 2, 3], [6, 7, 8]]
     meta = {key: getattr(value, "value", value) for key, value in output.metadata.items()}
     assert (meta["contexts"], meta["units"], meta["direct_references"]) == (2, 6, 2)

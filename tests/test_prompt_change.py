@@ -93,9 +93,8 @@ def test_prompt_edit_changes_only_that_lanes_code_version(
 
 
 def test_stale_backfill_calls_the_model_only_for_the_edited_lane(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, instance: DagsterInstance
 ) -> None:
-    instance = DagsterInstance.ephemeral()
     slices = write_slices(tmp_path)
     with scripted_llm(lane_doubles.complete_responder) as first:
         materialize_all(tmp_path, instance, slices)
@@ -138,7 +137,9 @@ def test_stale_backfill_calls_the_model_only_for_the_edited_lane(
     assert third.calls == []
 
 
-def test_editing_one_unit_recalls_only_the_chunks_that_hold_it(tmp_path: Path) -> None:
+def test_editing_one_unit_recalls_only_the_chunks_that_hold_it(
+    tmp_path: Path, instance: DagsterInstance
+) -> None:
     profile = tmp_path / "npcs-only.yaml"
     profile.write_text(
         "version: 1\npipeline:\n  id: npcs-only\n  llm_profile: test-double\n"
@@ -146,7 +147,6 @@ def test_editing_one_unit_recalls_only_the_chunks_that_hold_it(tmp_path: Path) -
         "  lanes:\n    - id: npcs\n      extract: {module: dnd.npcs.extract}\n"
         "      merge: {module: dnd.npcs.merge}\n      normalize: {module: dnd.npcs.normalize}\n"
     )
-    instance = DagsterInstance.ephemeral()
     lines = SAMPLE.read_text().splitlines()[:50]
     source = tmp_path / "edit.jsonl"
     source.write_text("\n".join(lines) + "\n")

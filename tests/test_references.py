@@ -272,7 +272,9 @@ def test_malformed_generated_reference_is_an_error_never_unbound() -> None:
         prepare_generated(binding, {"kind": "dnd/scene-description-list", "x": 1})
 
 
-def test_reference_content_never_reaches_bundle_or_metadata(tmp_path: Path) -> None:
+def test_reference_content_never_reaches_bundle_or_metadata(
+    tmp_path: Path, instance: DagsterInstance
+) -> None:
     glossary = tmp_path / "glossary.txt"
     glossary.write_text(f"{SECRET}\nsecond line\n")
     cfg = tmp_path / "refs.yaml"
@@ -282,7 +284,6 @@ def test_reference_content_never_reaches_bundle_or_metadata(tmp_path: Path) -> N
         "".join(json.dumps({"text": f"line {i}", "speaker": "DM"}) + "\n" for i in range(6))
     )
     register_transcript(tmp_path / "data" / "transcripts", "refs", transcript)
-    instance = DagsterInstance.ephemeral()
     outcome = run_session(
         session_id="refs", profile=cfg, data_root=tmp_path / "data", instance=instance, quiet=True
     )
@@ -302,7 +303,9 @@ def test_reference_content_never_reaches_bundle_or_metadata(tmp_path: Path) -> N
     )
 
 
-def test_runtime_reference_through_dagster_run_config(tmp_path: Path) -> None:
+def test_runtime_reference_through_dagster_run_config(
+    tmp_path: Path, instance: DagsterInstance
+) -> None:
     from notarius_dagster.runner import build_run_definitions
 
     (tmp_path / "short.txt").write_text("only line\n")
@@ -312,7 +315,6 @@ def test_runtime_reference_through_dagster_run_config(tmp_path: Path) -> None:
     transcript = tmp_path / "t.jsonl"
     transcript.write_text(json.dumps({"text": "hello", "speaker": "DM"}) + "\n")
     register_transcript(tmp_path / "data" / "transcripts", "rc", transcript)
-    instance = DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("sessions", ["rc"])
     defs = build_run_definitions(profile=cfg, data_root=tmp_path / "data")
     result = defs.resolve_job_def("materialize_session").execute_in_process(

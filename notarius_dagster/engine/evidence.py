@@ -17,7 +17,7 @@ the lane and the reference's index, never transcript text) and nothing is publis
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import ConfigDict, Field, ValidationError
 
@@ -26,10 +26,10 @@ from notarius_dagster.engine.errors import EvidenceError
 from notarius_dagster.engine.lane_runner import LaneResult
 from notarius_dagster.engine.models import Frozen, SourceDocument, SourceRef
 
-EVIDENCE_KIND = "source/evidence-context"
+EVIDENCE_KIND: Final = "source/evidence-context"
 EVIDENCE_SCHEMA_ID = "notarius.source.evidence_context"
 EVIDENCE_SCHEMA_NAME = "notarius_source_evidence_context_v1"
-EVIDENCE_SCHEMA_VERSION = "v1"
+EVIDENCE_SCHEMA_VERSION: Final = "v1"
 
 
 class _Published(Frozen):

@@ -1,0 +1,227 @@
+"""Asset checks on lanes and the bundle, and the lane preview table: what they find, and that
+they run per session partition inside the session job."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from dagster import AssetCheckSeverity, AssetKey, DagsterInstance
+from dagster._core.events import DagsterEventType
+
+from assets.checks import (
+    MAX_REJECTION_RATE_ENV,
+    bundle_problems,
+    max_rejection_rate,
+    refs_result,
+    rejection_result,
+    schema_result,
+)
+from assets.metadata import PREVIEW_CELL_CHARS, preview_table
+from notarius_dagster.engine.bundle import (
+    JSON_MEDIA_TYPE,
+    LogicalFile,
+    encode_bundle,
+    publish_bundle,
+)
+from notarius_dagster.engine.errors import ProfileError
+from notarius_dagster.engine.lane_runner import LaneResult, LaneStats
+from notarius_dagster.engine.transcripts import register_transcript
+from notarius_dagster.llm.test_double import scripted_llm
+from notarius_dagster.runner import run_session
+from tests.conftest import make_document
+from tests.doubles import lane_responder
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLE = REPO / "samples" / "crd3-c2e001-slice.jsonl"
+NPCS = AssetKey("npcs")
+
+
+def npc_payload(refs: list[tuple[str, int, int]], **extra: Any) -> dict[str, Any]:
+    return {"kind": "dnd/npc-list", "schema_version": "v1", "source_id": "s1", "npcs": [
+        {"id": f"npc-{i}", "name": f"Npc {i}", "aliases": [], "description": "",
+         "source_refs": [{"source_id": s, "start_unit_id": a, "end_unit_id": b}], **extra}
+        for i, (s, a, b) in enumerate(refs)]}
+
+
+def lane_result(payload: dict[str, Any] | None, chunks: int = 4, rejected: int = 0) -> LaneResult:
+    return LaneResult(lane_id="npcs", kind="dnd/npc-list",
+                      status="accepted" if payload is not None else "rejected", payload=payload,
+                      stats=LaneStats(chunks=chunks, rejected=rejected))
+
+
+def evaluations(instance: DagsterInstance, run_id: str) -> dict[tuple[str, str], Any]:
+    records = instance.get_records_for_run(
+        run_id, of_type=DagsterEventType.ASSET_CHECK_EVALUATION).records
+    out = {}
+    for record in records:
+        data = record.event_log_entry.dagster_event.event_specific_data
+        out[(data.asset_key.to_user_string(), data.check_name)] = data
+    return out
+
+
+def materialize(tmp_path: Path, session: str, responder: Any) -> tuple[DagsterInstance, str]:
+    instance = DagsterInstance.ephemeral()
+    register_transcript(tmp_path / "data" / "transcripts", session, SAMPLE)
+    with scripted_llm(responder):
+        outcome = run_session(session_id=session, profile=REPO / "configs" / "offline.yaml",
+                              data_root=tmp_path / "data", llm_profile="test-double",
+                              instance=instance, quiet=True)
+    assert outcome.success, outcome.error
+    return instance, outcome.run_id
+
+
+# --- through Dagster -------------------------------------------------------------------------
+
+def test_a_session_run_evaluates_every_check_for_its_partition(tmp_path: Path) -> None:
+    instance, run_id = materialize(tmp_path, "checked", lane_responder)
+    found = evaluations(instance, run_id)
+    assert set(found) == {("npcs", "schema_valid"), ("npcs", "source_refs_in_document"),
+                          ("npcs", "rejection_rate"), ("session_bundle", "files_match_index")}
+    assert all(e.passed for e in found.values()), {k: e.description for k, e in found.items()}
+    assert {e.partition for e in found.values()} == {"checked"}
+    assert found[("npcs", "source_refs_in_document")].metadata["references"].value > 0
+    assert found[("npcs", "rejection_rate")].severity == AssetCheckSeverity.WARN
+
+
+def test_a_mostly_rejected_lane_warns_but_the_run_succeeds(tmp_path: Path) -> None:
+    def cites_outside_the_chunk(messages: list[dict[str, Any]], response_format: Any) -> str:
+        return json.dumps({"npcs": [{"name": "Ghost", "unit_ids": [987654]}]})
+
+    instance, run_id = materialize(tmp_path, "rejected", cites_outside_the_chunk)
+    check = evaluations(instance, run_id)[("npcs", "rejection_rate")]
+    assert not check.passed and check.severity == AssetCheckSeverity.WARN
+    assert check.metadata["rejection_rate"].value == 1.0
+    assert "NOTARIUS_MAX_REJECTION_RATE" in (check.description or "")
+
+
+def test_lane_preview_in_metadata_has_names_but_no_prose(tmp_path: Path) -> None:
+    instance, _ = materialize(tmp_path, "preview", lane_responder)
+    event = instance.get_latest_materialization_event(NPCS)
+    assert event is not None and event.asset_materialization is not None
+    preview = event.asset_materialization.metadata["preview"].value
+    assert "Gustav" in preview
+    assert "appears here" not in preview  # the double's description text
+    texts = [json.loads(line)["text"] for line in SAMPLE.read_text().splitlines()]
+    assert not any(t in preview for t in texts if len(t) > 20)
+
+
+# --- lane checks -----------------------------------------------------------------------------
+
+def test_schema_check_names_paths_of_an_invalid_payload_not_values() -> None:
+    payload = npc_payload([("s1", 1, 2)])
+    del payload["source_id"]
+    payload["npcs"][0]["name"] = ""
+    result = schema_result(NPCS, lane_result(payload))
+    assert not result.passed
+    problems = result.metadata["first_problems"].value
+    assert any("source_id" in p or "(root)" in p for p in problems)
+    assert not any("Npc 0" in p for p in problems)
+
+
+def test_schema_check_passes_a_valid_payload() -> None:
+    assert schema_result(NPCS, lane_result(npc_payload([("s1", 1, 2)]))).passed
+
+
+def test_reference_check_flags_units_outside_the_document_and_other_sources() -> None:
+    document = make_document(list(range(10)))
+    payload = npc_payload([("s1", 2, 4), ("s1", 8, 42), ("other", 1, 1), ("s1", 6, 3)])
+    result = refs_result(NPCS, lane_result(payload), document)
+    assert not result.passed
+    assert result.metadata["references"].value == 4
+    assert result.metadata["problems"].value == 3
+
+
+def test_reference_check_passes_ranges_inside_the_document() -> None:
+    document = make_document([10, 3, 7, 8, 1])
+    result = refs_result(NPCS, lane_result(npc_payload([("s1", 3, 8), ("s1", 1, 1)])), document)
+    assert result.passed
+
+
+def test_rejection_rate_above_the_threshold_fails_with_warn_severity() -> None:
+    result = rejection_result(NPCS, lane_result(npc_payload([]), chunks=4, rejected=3), 0.5)
+    assert not result.passed and result.severity == AssetCheckSeverity.WARN
+    assert result.metadata["rejection_rate"].value == 0.75
+
+
+def test_a_lane_without_an_accepted_payload_counts_as_fully_rejected() -> None:
+    result = rejection_result(NPCS, lane_result(None, chunks=4, rejected=0), 0.5)
+    assert not result.passed and result.metadata["rejection_rate"].value == 1.0
+
+
+def test_the_threshold_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert max_rejection_rate() == 0.5
+    monkeypatch.setenv(MAX_REJECTION_RATE_ENV, "0.8")
+    threshold = max_rejection_rate()
+    assert rejection_result(NPCS, lane_result(npc_payload([]), 4, 3), threshold).passed
+
+
+@pytest.mark.parametrize("value", ["lots", "1.5", "-0.1"])
+def test_a_bad_threshold_names_the_variable(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv(MAX_REJECTION_RATE_ENV, value)
+    with pytest.raises(ProfileError, match=MAX_REJECTION_RATE_ENV):
+        max_rejection_rate()
+
+
+# --- bundle check ----------------------------------------------------------------------------
+
+def publish(root: Path, session: str = "s1") -> Path:
+    index = {"session_id": session,
+             "files": {"manifest": "manifest.json", "warnings": "warnings.json",
+                       "rejected": "rejected.json"},
+             "chunk_map": {"file": "chunk-map.json", "kind": "source/chunk-map"},
+             "lanes": [{"lane_id": "npcs", "file": "lanes/npcs.json", "kind": "dnd/npc-list"}]}
+    files = [LogicalFile("index.json", JSON_MEDIA_TYPE, index),
+             LogicalFile("manifest.json", JSON_MEDIA_TYPE, {}),
+             LogicalFile("warnings.json", JSON_MEDIA_TYPE, []),
+             LogicalFile("rejected.json", JSON_MEDIA_TYPE, []),
+             LogicalFile("chunk-map.json", JSON_MEDIA_TYPE, {}),
+             LogicalFile("lanes/npcs.json", JSON_MEDIA_TYPE, npc_payload([("s1", 1, 1)]))]
+    return publish_bundle(root, session, encode_bundle(files))
+
+
+def test_a_consistent_bundle_has_no_problems(tmp_path: Path) -> None:
+    problems, listed = bundle_problems(publish(tmp_path))
+    assert problems == [] and listed == 6
+
+
+def test_a_stray_lane_file_is_reported(tmp_path: Path) -> None:
+    bundle = publish(tmp_path)
+    (bundle / "lanes" / "spells.json").write_text("{}")
+    assert bundle_problems(bundle)[0] == ["lanes/spells.json: lane file not listed in index.json"]
+
+
+def test_a_missing_or_unparsable_listed_file_is_reported(tmp_path: Path) -> None:
+    bundle = publish(tmp_path)
+    (bundle / "lanes" / "npcs.json").unlink()
+    (bundle / "manifest.json").write_text("{not json")
+    problems = bundle_problems(bundle)[0]
+    assert "lanes/npcs.json: listed in index.json but missing" in problems
+    assert "manifest.json: does not parse (JSONDecodeError)" in problems
+
+
+def test_a_lane_file_of_another_kind_is_reported(tmp_path: Path) -> None:
+    bundle = publish(tmp_path)
+    (bundle / "lanes" / "npcs.json").write_text(json.dumps({"kind": "dnd/spell-list"}))
+    assert any("differs from index.json" in p for p in bundle_problems(bundle)[0])
+
+
+def test_no_published_bundle_is_a_problem(tmp_path: Path) -> None:
+    assert bundle_problems(tmp_path / "nothing")[0] == ["index.json: missing (no bundle is "
+                                                        "published)"]
+
+
+# --- preview ---------------------------------------------------------------------------------
+
+def test_preview_shows_allowlisted_fields_cut_short_and_never_prose() -> None:
+    quote = "Gustav | says: " + "a very long line straight out of the transcript " * 3
+    payload = npc_payload([("s1", 1, 1)])
+    payload["npcs"][0].update(name=quote, description="SECRET DESCRIPTION TEXT")
+    table = preview_table(lane_result(payload), "npcs")
+    assert "SECRET" not in table and "source_refs" not in table
+    assert quote not in table and "Gustav / says:" in table
+    row = table.splitlines()[2]
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert len(cells) == 2 and all(len(c) <= PREVIEW_CELL_CHARS for c in cells)
