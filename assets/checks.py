@@ -26,9 +26,9 @@ from typing import Any
 from dagster import (
     AssetCheckExecutionContext,
     AssetCheckResult,
+    AssetChecksDefinition,
     AssetCheckSeverity,
     AssetCheckSpec,
-    AssetChecksDefinition,
     AssetIn,
     AssetKey,
     PreviewWarning,
@@ -39,7 +39,7 @@ from assets.factory import asset_name
 from assets.partitions import sessions_partitions
 from notarius_dagster.engine.artifact_kinds import get_kind
 from notarius_dagster.engine.bundle import lane_file
-from notarius_dagster.engine.errors import ProfileError
+from notarius_dagster.engine.errors import NotariusError
 from notarius_dagster.engine.lane_runner import LaneResult
 from notarius_dagster.engine.models import SourceDocument
 from notarius_dagster.engine.resolution import ResolvedLane, ResolvedPipeline
@@ -63,8 +63,8 @@ def max_rejection_rate() -> float:
     except ValueError:
         value = -1.0
     if not 0.0 <= value <= 1.0:
-        raise ProfileError("environment", MAX_REJECTION_RATE_ENV,
-                           f"must be a number from 0 to 1 (a share of chunks), got {raw!r}")
+        raise NotariusError(f"{MAX_REJECTION_RATE_ENV} must be a number from 0 to 1 (the "
+                            f"share of a lane's chunks that may be rejected), got {raw!r}")
     return value
 
 

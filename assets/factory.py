@@ -123,6 +123,7 @@ def build_chunk_map_asset(pipeline: ResolvedPipeline) -> AssetsDefinition:
         name="chunk_map",
         group_name=GROUP,
         partitions_def=sessions_partitions,
+        pool="llm" if _chunker_needs_llm(pipeline) else None,
         code_version=chunk_code_version(pipeline),
         description=f"Validated chunks ({pipeline.chunk.module} chunker).",
     )

@@ -76,7 +76,9 @@ CREATE ROLE notarius LOGIN PASSWORD '$password';
 CREATE DATABASE notarius_test OWNER notarius;
 SQL
   log "database notarius_test ready (user notarius); stop with: scripts/ci-postgres.sh stop"
-  echo "export NOTARIUS_TEST_PG_URL=postgresql://notarius:$password@127.0.0.1:$port/notarius_test"
+  # `+psycopg2`: dagster-postgres ships psycopg2, and SQLAlchemy 2.1 maps a bare
+  # `postgresql://` to psycopg 3, which is not installed.
+  echo "export NOTARIUS_TEST_PG_URL=postgresql+psycopg2://notarius:$password@127.0.0.1:$port/notarius_test"
   echo "export NOTARIUS_TEST_PG_DIR=$dir"
 }
 

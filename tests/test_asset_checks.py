@@ -26,7 +26,7 @@ from notarius_dagster.engine.bundle import (
     encode_bundle,
     publish_bundle,
 )
-from notarius_dagster.engine.errors import ProfileError
+from notarius_dagster.engine.errors import NotariusError
 from notarius_dagster.engine.lane_runner import LaneResult, LaneStats
 from notarius_dagster.engine.transcripts import register_transcript
 from notarius_dagster.llm.test_double import scripted_llm
@@ -57,26 +57,28 @@ def evaluations(instance: DagsterInstance, run_id: str) -> dict[tuple[str, str],
         run_id, of_type=DagsterEventType.ASSET_CHECK_EVALUATION).records
     out = {}
     for record in records:
-        data = record.event_log_entry.dagster_event.event_specific_data
+        event = record.event_log_entry.dagster_event
+        assert event is not None
+        data: Any = event.event_specific_data
         out[(data.asset_key.to_user_string(), data.check_name)] = data
     return out
 
 
-def materialize(tmp_path: Path, session: str, responder: Any) -> tuple[DagsterInstance, str]:
-    instance = DagsterInstance.ephemeral()
+def materialize(tmp_path: Path, instance: DagsterInstance, session: str, responder: Any) -> str:
     register_transcript(tmp_path / "data" / "transcripts", session, SAMPLE)
     with scripted_llm(responder):
         outcome = run_session(session_id=session, profile=REPO / "configs" / "offline.yaml",
                               data_root=tmp_path / "data", llm_profile="test-double",
                               instance=instance, quiet=True)
     assert outcome.success, outcome.error
-    return instance, outcome.run_id
+    return outcome.run_id
 
 
 # --- through Dagster -------------------------------------------------------------------------
 
-def test_a_session_run_evaluates_every_check_for_its_partition(tmp_path: Path) -> None:
-    instance, run_id = materialize(tmp_path, "checked", lane_responder)
+def test_a_session_run_evaluates_every_check_for_its_partition(
+        tmp_path: Path, instance: DagsterInstance) -> None:
+    run_id = materialize(tmp_path, instance, "checked", lane_responder)
     found = evaluations(instance, run_id)
     assert set(found) == {("npcs", "schema_valid"), ("npcs", "source_refs_in_document"),
                           ("npcs", "rejection_rate"), ("session_bundle", "files_match_index")}
@@ -86,22 +88,24 @@ def test_a_session_run_evaluates_every_check_for_its_partition(tmp_path: Path) -
     assert found[("npcs", "rejection_rate")].severity == AssetCheckSeverity.WARN
 
 
-def test_a_mostly_rejected_lane_warns_but_the_run_succeeds(tmp_path: Path) -> None:
+def test_a_mostly_rejected_lane_warns_but_the_run_succeeds(
+        tmp_path: Path, instance: DagsterInstance) -> None:
     def cites_outside_the_chunk(messages: list[dict[str, Any]], response_format: Any) -> str:
         return json.dumps({"npcs": [{"name": "Ghost", "unit_ids": [987654]}]})
 
-    instance, run_id = materialize(tmp_path, "rejected", cites_outside_the_chunk)
+    run_id = materialize(tmp_path, instance, "rejected", cites_outside_the_chunk)
     check = evaluations(instance, run_id)[("npcs", "rejection_rate")]
     assert not check.passed and check.severity == AssetCheckSeverity.WARN
     assert check.metadata["rejection_rate"].value == 1.0
     assert "NOTARIUS_MAX_REJECTION_RATE" in (check.description or "")
 
 
-def test_lane_preview_in_metadata_has_names_but_no_prose(tmp_path: Path) -> None:
-    instance, _ = materialize(tmp_path, "preview", lane_responder)
+def test_lane_preview_in_metadata_has_names_but_no_prose(
+        tmp_path: Path, instance: DagsterInstance) -> None:
+    materialize(tmp_path, instance, "preview", lane_responder)
     event = instance.get_latest_materialization_event(NPCS)
     assert event is not None and event.asset_materialization is not None
-    preview = event.asset_materialization.metadata["preview"].value
+    preview = str(event.asset_materialization.metadata["preview"].value)
     assert "Gustav" in preview
     assert "appears here" not in preview  # the double's description text
     texts = [json.loads(line)["text"] for line in SAMPLE.read_text().splitlines()]
@@ -116,7 +120,7 @@ def test_schema_check_names_paths_of_an_invalid_payload_not_values() -> None:
     payload["npcs"][0]["name"] = ""
     result = schema_result(NPCS, lane_result(payload))
     assert not result.passed
-    problems = result.metadata["first_problems"].value
+    problems: Any = result.metadata["first_problems"].value
     assert any("source_id" in p or "(root)" in p for p in problems)
     assert not any("Npc 0" in p for p in problems)
 
@@ -161,7 +165,7 @@ def test_the_threshold_comes_from_the_environment(monkeypatch: pytest.MonkeyPatc
 @pytest.mark.parametrize("value", ["lots", "1.5", "-0.1"])
 def test_a_bad_threshold_names_the_variable(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
     monkeypatch.setenv(MAX_REJECTION_RATE_ENV, value)
-    with pytest.raises(ProfileError, match=MAX_REJECTION_RATE_ENV):
+    with pytest.raises(NotariusError, match=MAX_REJECTION_RATE_ENV):
         max_rejection_rate()
 
 

@@ -8,7 +8,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from dagster import AssetKey, DagsterInstance, DagsterRun, DagsterRunStatus
+from dagster import AssetCheckKey, AssetKey, DagsterInstance, DagsterRun, DagsterRunStatus
 
 from notarius_dagster.cli import ensure_dagster_home, main
 from notarius_dagster.engine.transcripts import register_transcript
@@ -117,6 +117,9 @@ def test_delete_removes_one_session_and_leaves_the_others(
         assert instance.get_materialized_partitions(BUNDLE) == {"two"}
         tags = [r.tags.get("dagster/partition") for r in instance.get_runs()]
         assert tags == ["two"]
+        check = AssetCheckKey(AssetKey("npcs"), "schema_valid")
+        history = instance.event_log_storage.get_asset_check_execution_history(check, limit=10)
+        assert [r.partition for r in history] == ["two"]
     assert not (data / "bundles" / "one").exists()
     assert not (data / "bundles" / ".versions" / "one").exists()
     assert not list((data / "transcripts").glob("one.*"))

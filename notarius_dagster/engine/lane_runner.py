@@ -5,6 +5,7 @@ warnings come only from attempts whose output is used."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal, cast
@@ -23,7 +24,7 @@ from notarius_dagster.engine.contracts import (
     PreparedReference,
     RunContext,
 )
-from notarius_dagster.engine.errors import LaneError, LLMUnavailableError, NotariusError
+from notarius_dagster.engine.errors import LaneError, LLMError, LLMUnavailableError, NotariusError
 from notarius_dagster.engine.llm_contract import StructuredClient
 from notarius_dagster.engine.models import (
     Chunk,
@@ -92,13 +93,22 @@ def _attempt(
             verdict = validate(output)
         except LLMUnavailableError:
             raise
+        except LLMError as exc:
+            # The client already retried transient provider errors with backoff. Transient past
+            # its retries: escape unchanged (the Dagster layer asks for a step retry). Permanent:
+            # fail fast, one bad key must not cost more calls.
+            if getattr(exc, "transient", False):
+                raise
+            raise LaneError(
+                f"{_where(stage, lane_id, chunk_id)} failed after {attempt} attempt(s): {exc}"
+            ) from exc
         except Exception as exc:  # framework-level: retry, then fail the lane
             if attempt < attempts:
                 continue
-            where = f"lane {lane_id!r} {stage.stage} ({stage.module})"
-            where += f" chunk {chunk_id!r}" if chunk_id else ""
             detail = str(exc) if isinstance(exc, NotariusError) else type(exc).__name__
-            raise LaneError(f"{where} failed after {attempts} attempt(s): {detail}") from exc
+            raise LaneError(
+                f"{_where(stage, lane_id, chunk_id)} failed after {attempts} attempt(s): {detail}"
+            ) from exc
         if verdict is None:
             return _Attempted(output=output, rejection=None, usage=usage)
         if output.skipped:
@@ -117,6 +127,11 @@ def _attempt(
             attempts=attempt,
         ),
     )
+
+
+def _where(stage: ResolvedStage, lane_id: str, chunk_id: str | None) -> str:
+    where = f"lane {lane_id!r} {stage.stage} ({stage.module})"
+    return where + (f" chunk {chunk_id!r}" if chunk_id else "")
 
 
 def _module_material(module: object) -> dict[str, Any]:
@@ -211,12 +226,30 @@ def run_lane(
 
     done = 0
     results: list[tuple[Chunk, _Attempted, ChunkStatus]] = []
-    with ThreadPoolExecutor(max_workers=max(1, max_concurrency)) as pool:
-        for item in pool.map(extract_one, chunks):
+    stop = threading.Event()
+
+    def guarded(chunk: Chunk) -> tuple[Chunk, _Attempted, ChunkStatus]:
+        """After one chunk fails, chunks not yet started do not call the model."""
+        if stop.is_set():
+            raise LaneError(f"lane {lane.id!r}: stopped after an earlier chunk failed")
+        try:
+            return extract_one(chunk)
+        except BaseException:
+            stop.set()
+            raise
+
+    pool = ThreadPoolExecutor(max_workers=max(1, max_concurrency))
+    try:
+        futures = [pool.submit(guarded, chunk) for chunk in chunks]
+        for future in futures:
+            item = future.result()
             results.append(item)
             done += 1
             if progress:
                 progress(f"{lane.id}: chunk {done}/{len(chunks)} {item[0].chunk_id} {item[2]}")
+    finally:
+        # On failure, chunks not yet started are cancelled instead of calling the model.
+        pool.shutdown(wait=True, cancel_futures=True)
 
     usage = LLMUsage()
     warnings: list[RunWarning] = []

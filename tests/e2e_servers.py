@@ -1,0 +1,281 @@
+"""The real Dagster servers for the end-to-end tests, shared by every test that asks for them.
+
+`dagster dev` (the webserver, the daemon and the code server, exactly as `make ui` starts them)
+runs from the repository's `workspace.yaml` on 127.0.0.1 and a free port, in a temporary
+DAGSTER_HOME holding a copy of the repository's `dagster.yaml`, with a temporary store and inbox.
+The model is the test double: NOTARIUS_LLM_PROFILE=test-double, and
+NOTARIUS_TEST_DOUBLE_RESPONDER names `tests.doubles:lane_responder`, which answers the calls of
+runs the daemon launches in its own processes (see notarius_dagster/llm/test_double.py).
+
+Use the fixture `dagster_servers` (session-scoped: one set of servers for all of them) after
+`pytest_plugins = ["tests.e2e_servers"]`. The servers are always stopped, by killing their
+process group, however the tests end. Their combined log is kept in the temporary folder and
+its tail is shown when a wait fails."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import textwrap
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+VENV_BIN = REPO / ".venv" / "bin"
+START_TIMEOUT_S = 180.0
+RUN_TIMEOUT_S = 240.0
+
+# Imports the test double in the processes that use the LLM client (the code server and the
+# run and step workers), right after the client module is imported: those processes pay for
+# litellm anyway, and the webserver and daemon processes stay as fast to start as ever.
+_DOUBLE_LOADER = textwrap.dedent('''
+    """Test-only: load the LLM test double in processes of the end-to-end tests' servers."""
+    import importlib.abc
+    import importlib.util
+    import os
+    import sys
+
+    _TRIGGER = "notarius_dagster.llm.client"
+
+
+    class _LoadDoubleAfterClient(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name != _TRIGGER:
+                return None
+            sys.meta_path.remove(self)
+            spec = importlib.util.find_spec(name)
+            if spec is None or spec.loader is None:
+                return spec
+            exec_client = spec.loader.exec_module
+
+            def exec_module(module):
+                exec_client(module)
+                import notarius_dagster.llm.test_double  # noqa: F401  (registers the double)
+
+            spec.loader.exec_module = exec_module
+            return spec
+
+
+    if os.environ.get("NOTARIUS_TEST_DOUBLE_RESPONDER"):
+        sys.meta_path.insert(0, _LoadDoubleAfterClient())
+''')
+
+_RUNS_QUERY = """
+query PartitionRuns($tags: [ExecutionTag!]) {
+  runsOrError(filter: {tags: $tags}) {
+    __typename
+    ... on Runs { results { runId status tags { key value } } }
+    ... on PythonError { message }
+  }
+}
+"""
+
+_WORKSPACE_QUERY = """
+{
+  workspaceOrError {
+    __typename
+    ... on Workspace {
+      locationEntries {
+        name
+        loadStatus
+        locationOrLoadError { __typename ... on PythonError { message } }
+      }
+    }
+  }
+}
+"""
+
+_FINISHED = {"SUCCESS", "FAILURE", "CANCELED"}
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@dataclass
+class DagsterServers:
+    """`dagster dev` running for the tests, and what they need to talk to it."""
+
+    url: str
+    home: Path
+    data: Path
+    inbox: Path
+    log_path: Path
+    process: subprocess.Popen[bytes]
+
+    @property
+    def bundles(self) -> Path:
+        return self.data / "bundles"
+
+    @property
+    def transcripts(self) -> Path:
+        return self.data / "transcripts"
+
+    def log_tail(self, lines: int = 60) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return "(no server log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def graphql(self, query: str, variables: dict[str, Any] | None = None) -> dict[str, Any]:
+        body = json.dumps({"query": query, "variables": variables or {}}).encode()
+        request = urllib.request.Request(f"{self.url}/graphql", data=body,
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            answer: dict[str, Any] = json.loads(response.read())
+        if answer.get("errors"):
+            raise AssertionError(f"GraphQL errors: {answer['errors']}")
+        return dict(answer["data"])
+
+    def runs_of(self, partition: str) -> list[dict[str, Any]]:
+        """The runs of a session partition, as the webserver reports them (newest first), each
+        with `runId`, `status` and `tags` as a dict."""
+        data = self.graphql(_RUNS_QUERY, {"tags": [{"key": "dagster/partition",
+                                                     "value": partition}]})
+        runs = data["runsOrError"]
+        if runs["__typename"] != "Runs":
+            raise AssertionError(f"runs query failed: {runs}")
+        return [{**run, "tags": {t["key"]: t["value"] for t in run["tags"]}}
+                for run in runs["results"]]
+
+    def wait_for_run(self, partition: str, *, besides: Collection[str] = (),
+                     timeout_s: float = RUN_TIMEOUT_S) -> dict[str, Any]:
+        """Wait for a run of `partition` not in `besides` to finish, and return it; a run that
+        fails or a wait that times out fails the test with the server log's tail."""
+        deadline = time.monotonic() + timeout_s
+        latest: dict[str, Any] | None = None
+        while time.monotonic() < deadline:
+            self.assert_running()
+            fresh = [run for run in self.runs_of(partition) if run["runId"] not in besides]
+            if fresh:
+                latest = fresh[-1]  # the oldest new one: runs are listed newest first
+                if latest["status"] in _FINISHED:
+                    if latest["status"] != "SUCCESS":
+                        raise AssertionError(
+                            f"run {latest['runId']} of {partition!r} ended {latest['status']}"
+                            f"\n{self.log_tail()}")
+                    return latest
+            time.sleep(1.0)
+        raise AssertionError(f"no run of {partition!r} finished within {timeout_s:.0f}s "
+                             f"(last seen: {latest})\n{self.log_tail()}")
+
+    def assert_running(self) -> None:
+        if self.process.poll() is not None:
+            raise AssertionError(f"dagster dev exited with {self.process.returncode}\n"
+                                 f"{self.log_tail()}")
+
+    def stop(self) -> None:
+        """Stop every process `dagster dev` started: SIGTERM to the group, SIGKILL if needed."""
+        if self.process.poll() is None:
+            _signal_group(self.process, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(timeout=20)
+        _signal_group(self.process, signal.SIGKILL)  # stragglers (code servers, run workers)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=10)
+
+
+def _signal_group(process: subprocess.Popen[bytes], signum: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signum)  # the group started with the process (its own session)
+
+
+def server_environment(root: Path, home: Path, data: Path, inbox: Path) -> dict[str, str]:
+    hooks = root / "python-hooks"
+    hooks.mkdir(exist_ok=True)
+    (hooks / "sitecustomize.py").write_text(_DOUBLE_LOADER)
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("NOTARIUS_", "DAGSTER_"))}
+    python_path = [str(hooks), str(REPO)]
+    if os.environ.get("PYTHONPATH"):
+        python_path.append(os.environ["PYTHONPATH"])
+    env.update({
+        "DAGSTER_HOME": str(home),
+        "NOTARIUS_DATA": str(data),
+        "NOTARIUS_INBOX": str(inbox),
+        "NOTARIUS_PROFILE": str(REPO / "configs" / "offline.yaml"),
+        "NOTARIUS_LLM_PROFILE": "test-double",
+        "NOTARIUS_TEST_DOUBLE_RESPONDER": "tests.doubles:lane_responder",
+        "NOTARIUS_INBOX_INTERVAL": "1",
+        "NOTARIUS_INBOX_SETTLE_SECONDS": "1",
+        "PYTHONPATH": os.pathsep.join(python_path),
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "PYTHONUNBUFFERED": "1",
+        "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+    })
+    return env
+
+
+def start_servers(root: Path, timeout_s: float = START_TIMEOUT_S) -> DagsterServers:
+    """Start `dagster dev` under `root` and wait until its code location has loaded."""
+    home, data, inbox = root / "dagster-home", root / "data", root / "inbox"
+    for folder in (home, data, inbox):
+        folder.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(REPO / "dagster.yaml", home / "dagster.yaml")
+    port = free_port()
+    log_path = root / "dagster-dev.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [str(VENV_BIN / "dagster"), "dev", "-w", str(REPO / "workspace.yaml"),
+             "-h", "127.0.0.1", "-p", str(port)],
+            cwd=REPO, env=server_environment(root, home, data, inbox),
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    servers = DagsterServers(url=f"http://127.0.0.1:{port}", home=home, data=data,
+                             inbox=inbox, log_path=log_path, process=process)
+    try:
+        _wait_until_loaded(servers, timeout_s)
+    except BaseException:
+        servers.stop()
+        raise
+    return servers
+
+
+def _wait_until_loaded(servers: DagsterServers, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    last = "webserver not answering yet"
+    while time.monotonic() < deadline:
+        servers.assert_running()
+        try:
+            workspace = servers.graphql(_WORKSPACE_QUERY)["workspaceOrError"]
+        except (urllib.error.URLError, ConnectionError, TimeoutError, json.JSONDecodeError) as e:
+            last = f"webserver not answering yet ({type(e).__name__})"
+            time.sleep(1.0)
+            continue
+        entries = workspace.get("locationEntries", [])
+        loaded = [e for e in entries if e["loadStatus"] == "LOADED"]
+        if entries and len(loaded) == len(entries):
+            errors = [e["locationOrLoadError"] for e in entries
+                      if e["locationOrLoadError"]["__typename"] == "PythonError"]
+            if errors:
+                raise AssertionError(f"the code location failed to load: {errors}")
+            return
+        last = f"code location loading: {entries}"
+        time.sleep(1.0)
+    raise AssertionError(f"dagster dev not ready within {timeout_s:.0f}s ({last})\n"
+                         f"{servers.log_tail()}")
+
+
+@pytest.fixture(scope="session")
+def dagster_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DagsterServers]:
+    servers = start_servers(tmp_path_factory.mktemp("dagster-e2e"))
+    try:
+        yield servers
+    finally:
+        servers.stop()

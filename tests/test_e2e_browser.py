@@ -1,0 +1,131 @@
+"""End to end in a browser, as a person uses the UI: open Dagster's UI (the real webserver and
+daemon, see tests/e2e_servers.py), find the session asset graph, materialize one session
+partition by clicking, and watch the run succeed.
+
+Chromium is Debian's (`apt-get install chromium`); Playwright's own browser download cannot
+work here. Selectors are roles and visible text, as a person finds things; when one stops
+matching after a Dagster upgrade, the screenshot saved on failure shows what the page held."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+from dagster import DagsterInstance
+
+from notarius_dagster.engine.transcripts import register_transcript
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
+
+    from tests.e2e_servers import DagsterServers
+
+pytest_plugins = ["tests.e2e_servers"]
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+REPO = Path(__file__).resolve().parent.parent
+SAMPLE = REPO / "samples" / "crd3-c2e001-slice.jsonl"
+SESSION = "e2e-browser"
+RUN_TIMEOUT_MS = 240_000
+UI_TIMEOUT_MS = 30_000
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    if not CHROMIUM.exists():
+        pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium (apt-get install "
+                    "chromium); Playwright's own browser download is not used")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@pytest.fixture
+def page(browser: Browser, request: pytest.FixtureRequest,
+         tmp_path_factory: pytest.TempPathFactory) -> Iterator[Page]:
+    """A fresh page; if the test fails, a full-page screenshot is saved and its path shown."""
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(UI_TIMEOUT_MS)
+    # A fresh instance greets the first visitor with a newsletter dialog, whenever it likes.
+    page.add_locator_handler(page.get_by_text("Join the Dagster community"),
+                             lambda: page.get_by_role("button", name="Skip").click())
+    failures_before = request.session.testsfailed
+    try:
+        yield page
+    finally:
+        if request.session.testsfailed > failures_before:  # the call phase has been reported
+            shot = tmp_path_factory.mktemp("screenshots") / f"{request.node.name}.png"
+            page.screenshot(path=str(shot), full_page=True)
+            print(f"\nscreenshot of the failing page: {shot}")
+        context.close()
+
+
+@pytest.fixture
+def registered_session(dagster_servers: DagsterServers, tmp_path: Path) -> str:
+    """A session whose transcript is in the store and whose partition exists, as the inbox
+    or `notarius run` would leave it, before anyone opens the browser."""
+    source = tmp_path / f"{SESSION}.jsonl"
+    source.write_text("".join(line + "\n" for line in SAMPLE.read_text().splitlines()[:40]))
+    register_transcript(dagster_servers.transcripts, SESSION, source)
+    with DagsterInstance.from_config(str(dagster_servers.home)) as instance:
+        instance.add_dynamic_partitions("sessions", [SESSION])
+    return SESSION
+
+
+def wait_for_run_status(page: Page, timeout_ms: int = RUN_TIMEOUT_MS) -> str:
+    """The run page's status once the run has finished, as the page shows it."""
+    deadline = time.monotonic() + timeout_ms / 1000
+    while time.monotonic() < deadline:
+        for status in ("Success", "Failure", "Canceled"):
+            if page.get_by_text(status, exact=True).first.is_visible():
+                return status
+        page.wait_for_timeout(2000)
+    raise AssertionError(f"the run page showed no final status within {timeout_ms / 1000:.0f}s")
+
+
+@pytest.mark.slow
+def test_a_session_partition_is_materialized_by_clicking_in_the_ui(
+        dagster_servers: DagsterServers, registered_session: str, page: Page) -> None:
+    from playwright.sync_api import expect
+
+    page.goto(dagster_servers.url)
+    page.get_by_role("link", name="Lineage").click()
+    expect(page.get_by_text("Global asset lineage")).to_be_visible()
+    graph = page.locator("svg foreignObject")  # the asset graph's nodes
+    for asset in ("source_document", "chunk_map", "npcs", "session_bundle"):
+        expect(graph.get_by_text(asset, exact=True)).to_be_visible()
+
+    page.get_by_role("button", name="Materialize all").click()
+    dialog = page.get_by_role("dialog")
+    expect(dialog.get_by_text("Partition selection")).to_be_visible()
+    dialog.get_by_text("Select a partition or create one").click()
+    page.keyboard.type(registered_session)
+    page.get_by_role("menuitem", name=registered_session).click()
+    page.keyboard.press("Escape")  # close the partition list, keep the dialog
+    dialog.get_by_role("button", name="Launch 1 run").click()
+
+    page.get_by_role("button", name="View").click()  # the "Launched run ..." toast
+    expect(page.get_by_text(f"partition: {registered_session}")).to_be_visible()
+    status = wait_for_run_status(page)
+    assert status == "Success", f"the run ended {status}\n{dagster_servers.log_tail()}"
+
+    [run] = dagster_servers.runs_of(registered_session)
+    assert run["status"] == "SUCCESS" and run["runId"] in page.url
+    bundle = dagster_servers.bundles / registered_session
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    assert manifest["run_id"] == run["runId"]
+    assert manifest["validation_status"] == "approved"
+    assert (bundle / "lanes" / "npcs.json").is_file()
