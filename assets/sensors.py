@@ -6,7 +6,9 @@ Each tick the sensor lists the inbox (NOTARIUS_INBOX) and looks at the transcrip
   transcript store, adds its `sessions` partition, and requests a `materialize_session` run
   for that partition, with run key `<session-id>:<sha256 of the content>`;
 - a file whose content changed requests a run again (new hash, new run key);
-- an unchanged file requests nothing;
+- an unchanged file requests nothing, unless its session's partition is gone (deleted in the
+  UI or with `notarius sessions delete` while the file stayed): then the partition is added
+  again and a run requested, since the inbox is where sessions come from;
 - a file it cannot use yet (still being written, bad name, unknown extension, unreadable, not
   UTF-8, two files for one session) is skipped with a reason in the tick's log, naming the file
   by its name only; the others go on, and a later tick picks it up once it is usable.
@@ -36,7 +38,7 @@ import os
 import stat
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -158,10 +160,12 @@ class Skipped:
 
 @dataclass(frozen=True)
 class InboxScan:
-    """What one tick found: new or changed transcripts (at most `max_runs`), files skipped,
-    how many were unchanged, and the cursor to store."""
+    """What one tick found: new or changed transcripts (at most `max_runs`), among them those
+    unchanged but whose partition is gone (`readded`), files skipped, how many were unchanged,
+    and the cursor to store."""
 
     changed: tuple[InboxTranscript, ...]
+    readded: frozenset[str]
     skipped: tuple[Skipped, ...]
     unchanged: int
     cursor: InboxCursor
@@ -262,9 +266,11 @@ def _rotated(names: list[str], resume_after: str | None) -> list[str]:
 
 
 def scan_inbox(inbox: Path, cursor: InboxCursor, limits: InboxLimits,
-               now: float | None = None) -> InboxScan:
+               now: float | None = None,
+               partitions: Collection[str] | None = None) -> InboxScan:
     """One tick's look at the inbox, without side effects: which transcripts are new or changed
-    (compared with `cursor`), which files are skipped and why, and the next cursor."""
+    (compared with `cursor`) or lack their partition (when `partitions`, the existing session
+    partitions, is given), which files are skipped and why, and the next cursor."""
     now = time.time() if now is None else now
     names = inbox_files(inbox)
     sessions: dict[str, str | Skipped] = {name: session_of(name) for name in names}
@@ -275,6 +281,7 @@ def scan_inbox(inbox: Path, cursor: InboxCursor, limits: InboxLimits,
 
     seen = {s: h for s, h in cursor.seen.items() if s in by_session}  # removed files drop out
     changed: list[InboxTranscript] = []
+    readded: set[str] = set()
     skipped: list[Skipped] = []
     unchanged = 0
     looked = 0
@@ -300,23 +307,27 @@ def scan_inbox(inbox: Path, cursor: InboxCursor, limits: InboxLimits,
             continue
         prefix = found.sha256[:HASH_PREFIX]
         if seen.get(session) == prefix:
-            unchanged += 1
-            continue
+            if partitions is None or session in partitions:
+                unchanged += 1
+                continue
+            readded.add(session)
         changed.append(found)
         seen[session] = prefix
-    return InboxScan(changed=tuple(changed), skipped=tuple(skipped), unchanged=unchanged,
+    return InboxScan(changed=tuple(changed), readded=frozenset(readded),
+                     skipped=tuple(skipped), unchanged=unchanged,
                      cursor=InboxCursor(seen=seen, resume_after=resume_after))
 
 
-def run_key_for(context: SensorEvaluationContext, transcript: InboxTranscript) -> str:
+def run_key_for(context: SensorEvaluationContext, transcript: InboxTranscript, *,
+                readded: bool = False) -> str:
     """`<session>:<sha256>`, so Dagster launches each version of a transcript once.
 
     Dagster drops a request whose run key this sensor already used. That is right when a tick
     is retried (the latest sensor run of the partition already has this content), but wrong
-    when a file goes back to content that ran before (an edit undone): then the key gets a
-    revision suffix (`:2`, `:3`, ...) so the undone edit is run too."""
+    when a file goes back to content that ran before (an edit undone) or its deleted partition
+    is added again: then the key gets a revision suffix (`:2`, `:3`, ...) so it runs."""
     base = f"{transcript.session_id}:{transcript.sha256}"
-    latest = context.instance.get_runs(
+    latest = [] if readded else context.instance.get_runs(
         RunsFilter(tags={SENSOR_NAME_TAG: INBOX_SENSOR_NAME,
                          PARTITION_NAME_TAG: transcript.session_id}), limit=1)
     if latest:
@@ -362,7 +373,9 @@ def build_inbox_sensor(settings: Settings, limits: InboxLimits | None = None) ->
             return SensorResult(skip_reason=f"the inbox folder {inbox} does not exist "
                                             "(set NOTARIUS_INBOX or create it)",
                                 cursor=cursor.to_json())
-        scan = scan_inbox(inbox, cursor, limits)
+        partition_set = sessions_partitions.name or "sessions"
+        partitions = set(context.instance.get_dynamic_partitions(partition_set))
+        scan = scan_inbox(inbox, cursor, limits, partitions=partitions)
         for skip in scan.skipped:
             log = context.log.info if skip.later else context.log.warning
             log(f"skipped {shown(skip.name)}: {skip.reason}")
@@ -382,10 +395,13 @@ def build_inbox_sensor(settings: Settings, limits: InboxLimits | None = None) ->
                 else:
                     seen[session] = previous
                 continue
+            readded = session in scan.readded
             context.log.info(f"{shown(transcript.name)} -> session {session!r} "
-                             f"(content sha256 {transcript.sha256[:HASH_PREFIX]}...)")
+                             f"(content sha256 {transcript.sha256[:HASH_PREFIX]}...)"
+                             + ("; its partition was deleted, adding it again" if readded
+                                else ""))
             requests.append(RunRequest(
-                run_key=run_key_for(context, transcript),
+                run_key=run_key_for(context, transcript, readded=readded),
                 partition_key=session,
                 tags={"notarius/inbox_file": transcript.name[:200],
                       "notarius/content_sha256": transcript.sha256},

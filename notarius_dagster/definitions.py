@@ -7,7 +7,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from dagster import Definitions, colored_console_logger, definitions
+from dagster import Definitions, colored_console_logger, definitions, in_process_executor
 
 from assets.checks import build_asset_checks
 from assets.evidence import build_evidence_context_asset
@@ -73,6 +73,10 @@ def build_definitions(
             "llm": LLMResource(profile_json=json.dumps(pipeline.llm_profile)),
         },
         loggers={"console": colored_console_logger, "progress": progress_logger},
+        # One process per run: a step per process costs 10-20 s of code loading each here,
+        # and each lane already runs its chunk extractions concurrently (up to the LLM
+        # profile's max_concurrency). docs/operations.md says how to scale out instead.
+        executor=in_process_executor,
     )
 
 

@@ -21,7 +21,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import textwrap
 import time
 import urllib.error
 import urllib.request
@@ -40,37 +39,7 @@ RUN_TIMEOUT_S = 240.0
 # Imports the test double in the processes that use the LLM client (the code server and the
 # run and step workers), right after the client module is imported: those processes pay for
 # litellm anyway, and the webserver and daemon processes stay as fast to start as ever.
-_DOUBLE_LOADER = textwrap.dedent('''
-    """Test-only: load the LLM test double in processes of the end-to-end tests' servers."""
-    import importlib.abc
-    import importlib.util
-    import os
-    import sys
 
-    _TRIGGER = "notarius_dagster.llm.client"
-
-
-    class _LoadDoubleAfterClient(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path=None, target=None):
-            if name != _TRIGGER:
-                return None
-            sys.meta_path.remove(self)
-            spec = importlib.util.find_spec(name)
-            if spec is None or spec.loader is None:
-                return spec
-            exec_client = spec.loader.exec_module
-
-            def exec_module(module):
-                exec_client(module)
-                import notarius_dagster.llm.test_double  # noqa: F401  (registers the double)
-
-            spec.loader.exec_module = exec_module
-            return spec
-
-
-    if os.environ.get("NOTARIUS_TEST_DOUBLE_RESPONDER"):
-        sys.meta_path.insert(0, _LoadDoubleAfterClient())
-''')
 
 _RUNS_QUERY = """
 query PartitionRuns($tags: [ExecutionTag!]) {
@@ -196,12 +165,9 @@ def _signal_group(process: subprocess.Popen[bytes], signum: signal.Signals) -> N
 
 
 def server_environment(root: Path, home: Path, data: Path, inbox: Path) -> dict[str, str]:
-    hooks = root / "python-hooks"
-    hooks.mkdir(exist_ok=True)
-    (hooks / "sitecustomize.py").write_text(_DOUBLE_LOADER)
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("NOTARIUS_", "DAGSTER_"))}
-    python_path = [str(hooks), str(REPO)]
+    python_path = [str(REPO)]
     if os.environ.get("PYTHONPATH"):
         python_path.append(os.environ["PYTHONPATH"])
     env.update({

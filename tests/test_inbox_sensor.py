@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from dagster import (
+    AddDynamicPartitionsRequest,
     DagsterInstance,
     DefaultSensorStatus,
     SensorDefinition,
@@ -66,8 +67,8 @@ class TickLog(logging.Handler):
 
 
 class Ticker:
-    """Runs the sensor tick after tick, carrying the cursor as the daemon would, and keeps
-    each tick's log lines."""
+    """Runs the sensor tick after tick as the daemon would: carries the cursor, adds the
+    partitions the tick asks for, and keeps each tick's log lines."""
 
     def __init__(self, sensor: SensorDefinition, instance: DagsterInstance) -> None:
         self.sensor = sensor
@@ -83,6 +84,10 @@ class Ticker:
         assert isinstance(result, SensorResult)
         self.log = captured.lines
         self.cursor = result.cursor
+        for request in result.dynamic_partitions_requests or []:
+            assert isinstance(request, AddDynamicPartitionsRequest)
+            self.instance.add_dynamic_partitions(request.partitions_def_name,
+                                                 list(request.partition_keys or []))
         return result
 
     def seen(self) -> dict[str, str]:
@@ -299,6 +304,24 @@ def test_a_lost_cursor_requests_the_same_run_key_so_nothing_runs_twice(
     ticker.cursor = "not json"
     [again] = ticker.tick().run_requests or []
     assert again.run_key == request.run_key  # the daemon drops it as already launched
+
+
+def test_a_deleted_partition_is_added_again_while_its_file_stays(
+        settings: Settings, ticker: Ticker, instance: DagsterInstance) -> None:
+    content = unit_lines("a")
+    drop(settings.inbox, "s1.jsonl", content)
+    [first] = ticker.tick().run_requests or []
+    assert first.run_key is not None
+    create_run_for_test(instance, tags={SENSOR_NAME_TAG: INBOX_SENSOR_NAME,
+                                        RUN_KEY_TAG: first.run_key, PARTITION_NAME_TAG: "s1"})
+    assert not ticker.tick().run_requests
+    instance.delete_dynamic_partition("sessions", "s1")  # the UI's "delete partition"
+    result = ticker.tick()
+    [again] = result.run_requests or []
+    assert again.run_key == f"s1:{sha(content)}:2"
+    assert [list(r.partition_keys or []) for r in result.dynamic_partitions_requests or []] \
+        == [["s1"]]
+    assert any("its partition was deleted" in line for line in ticker.log)
 
 
 def test_a_missing_inbox_is_reported_not_created(tmp_path: Path,

@@ -94,6 +94,12 @@ class LiteLLMClient:
         retry_backoff_s: float = 1.0,
     ) -> None:
         profile.resolve_api_key()  # fail fast, before any request is built
+        if profile.model.startswith("notarius-double/"):
+            # The test-double provider lives in litellm's registry only once registered; a run
+            # process launched by the daemon has imported nothing else that would do it.
+            from notarius_dagster.llm.test_double import register_double
+
+            register_double()
         self._profile = profile
         self._api_base = api_base_override or profile.api_base
         self._retry_backoff_s = retry_backoff_s
