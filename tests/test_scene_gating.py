@@ -130,20 +130,17 @@ def _shift_end(record: dict[str, Any]) -> None:
 
 def _other_source(record: dict[str, Any]) -> None:
     record["source_id"] = "another-session"
+    record["source_ref"]["source_id"] = "another-session"
 
 
 @pytest.mark.parametrize("damage, reason", [
     (_shift_end, "unit range differs"),
     (_other_source, "source id differs"),
-    ("duplicate", "several scene records"),
 ])
 def test_mismatched_coverage_is_an_empty_artifact_with_one_bounded_warning(
         fight: SourceDocument, chunks: list[Chunk], damage: Any, reason: str) -> None:
     scenes = scene_artifact(chunks, "combat", TITLE, SUMMARY)
-    if damage == "duplicate":
-        scenes["scene_descriptions"].append(dict(scenes["scene_descriptions"][1]))
-    else:
-        damage(scenes["scene_descriptions"][1])
+    damage(scenes["scene_descriptions"][1])
     result, client = run_combat(fight, chunks, scenes)
     assert result.status == "accepted"
     assert result.chunk_status == {"chunk-0000": "llm", "chunk-0001": "skipped"}
@@ -359,3 +356,20 @@ def _resolve(data: dict[str, Any]) -> Any:
 
     profile = parse_profile(data, profile_name="dnd-complete.yaml")
     return resolve_pipeline(profile, profile_name="dnd-complete.yaml", base_dir=Path("."))
+
+
+def test_an_artifact_with_two_records_for_one_scene_is_malformed_not_unbound(
+        fight: SourceDocument, chunks: list[Chunk]) -> None:
+    """Internally inconsistent (two records claim one chunk): an error at the handoff."""
+    scenes = scene_artifact(chunks, "combat", TITLE, SUMMARY)
+    scenes["scene_descriptions"].append(dict(scenes["scene_descriptions"][1]))
+    with pytest.raises(ReferenceError_, match="malformed generated artifact"):
+        run_combat(fight, chunks, scenes)
+
+
+def test_a_record_whose_evidence_is_not_its_range_is_malformed(
+        fight: SourceDocument, chunks: list[Chunk]) -> None:
+    scenes = scene_artifact(chunks, "combat", TITLE, SUMMARY)
+    scenes["scene_descriptions"][0]["source_ref"]["end_unit_id"] = 101
+    with pytest.raises(ReferenceError_, match="malformed generated artifact"):
+        run_combat(fight, chunks, scenes)

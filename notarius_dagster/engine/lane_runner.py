@@ -197,6 +197,7 @@ def run_lane(
             kind=kind,
             document=document,
             chunk=chunk,
+            references=ex_ctx.references,
         )
         provenance = {
             "lane_id": lane.id,
@@ -301,6 +302,7 @@ def run_lane(
         kind=kind,
         document=document,
         extracts=tuple(accepted),
+        references=mg_ctx.references,
     )
     merged = _attempt(
         lambda: merger.merge(
@@ -326,6 +328,7 @@ def run_lane(
         kind=kind,
         document=document,
         merged=merged.output,
+        references=nm_ctx.references,
     )
     merged_output = merged.output
     normalized = _attempt(

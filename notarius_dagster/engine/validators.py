@@ -4,8 +4,8 @@ a stage-local override is configured (an explicit empty list is a valid override
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Literal
 
@@ -13,7 +13,7 @@ import jsonschema
 from pydantic import ValidationError
 
 from notarius_dagster.engine.artifact_kinds import ArtifactKind
-from notarius_dagster.engine.contracts import ModuleOutput
+from notarius_dagster.engine.contracts import ModuleOutput, PreparedReference
 from notarius_dagster.engine.models import Chunk, SourceDocument, SourceRef
 
 
@@ -27,6 +27,7 @@ class ValidationContext:
     chunk: Chunk | None = None
     extracts: tuple[ModuleOutput, ...] = ()
     merged: ModuleOutput | None = None
+    references: Mapping[str, PreparedReference] = field(default_factory=dict)
 
 
 Validator = Callable[[ValidationContext, ModuleOutput], list[str]]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from notarius_dagster.engine.models import SourceRef
 
@@ -30,6 +30,14 @@ class SceneDescription(BaseModel):
     summary: str = Field(default="", max_length=800)
     source_ref: SourceRef
 
+    @model_validator(mode="after")
+    def _evidence_is_the_range(self) -> SceneDescription:
+        ref = self.source_ref
+        if (ref.source_id, ref.start_unit_id, ref.end_unit_id) != (
+                self.source_id, self.start_unit_id, self.end_unit_id):
+            raise ValueError("source_ref must equal the scene's own range")
+        return self
+
 
 class SceneDescriptionList(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -37,6 +45,15 @@ class SceneDescriptionList(BaseModel):
     schema_version: Literal["v1"] = "v1"
     source_id: str
     scene_descriptions: list[SceneDescription]
+
+    @model_validator(mode="after")
+    def _one_record_per_scene(self) -> SceneDescriptionList:
+        """An internally inconsistent artifact (two records for one scene) is malformed: a bound
+        reference like that is an error, never "unbound"."""
+        ids = [scene.scene_id for scene in self.scene_descriptions]
+        if len(set(ids)) != len(ids):
+            raise ValueError("scene ids must be unique")
+        return self
 
 
 class SceneAnswer(BaseModel):
