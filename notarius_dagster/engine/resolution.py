@@ -382,7 +382,12 @@ def _resolve_bindings(
             pipeline_slot = targets[target][0].slot(slot_name)
             assert pipeline_slot is not None
             out[target][slot_name] = r.binding(
-                pipeline_slot, target, cfg, "pipeline", f"pipeline.references.{slot_name}", r.base_dir
+                pipeline_slot,
+                target,
+                cfg,
+                "pipeline",
+                f"pipeline.references.{slot_name}",
+                r.base_dir,
             )
     for target, (spec, stage_cfg, key) in targets.items():
         for slot_name, bcfg in stage_cfg.references.items():
@@ -425,7 +430,12 @@ def _resolve_bindings(
         runtime_slot = targets[target][0].slot(slot_name)
         assert runtime_slot is not None
         out[target][slot_name] = r.binding(
-            runtime_slot, target, ReferenceBindingConfig(path=rb.path), "runtime", "--reference", cwd
+            runtime_slot,
+            target,
+            ReferenceBindingConfig(path=rb.path),
+            "runtime",
+            "--reference",
+            cwd,
         )
     for selector in unbinds:
         target, slot_name = pick(selector, "--unbind")
