@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+from notarius_dagster.engine.catalog import CATALOG  # noqa: E402
 from notarius_dagster.engine.chunk_stage import run_chunk_stage  # noqa: E402
 from notarius_dagster.engine.contracts import ExtractRequest, RunContext  # noqa: E402
 from notarius_dagster.engine.inputs import parse_transcript  # noqa: E402
@@ -23,7 +24,6 @@ from notarius_dagster.llm.client import LiteLLMClient  # noqa: E402
 from notarius_dagster.llm.offline import OfflineModelServer  # noqa: E402
 from notarius_dagster.llm.profiles import LLMProfile  # noqa: E402
 from notarius_dagster.modules import load_modules  # noqa: E402
-from notarius_dagster.engine.catalog import CATALOG  # noqa: E402
 
 SAMPLE = ROOT / "samples" / "crd3-c2e001-slice.jsonl"
 
