@@ -8,7 +8,7 @@ export NOTARIUS_DATA ?= $(CURDIR)/var/data
 export NOTARIUS_INBOX ?= $(CURDIR)/var/inbox
 SAMPLE := samples/crd3-c2e001-slice.jsonl
 
-.PHONY: setup demo test test-fast ui lint typecheck schemas clean
+.PHONY: setup demo test test-fast ui lint schemas clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,7 +24,7 @@ setup: $(STAMP)
 demo: setup
 	$(VENV)/bin/notarius run $(SAMPLE) --config configs/offline.yaml --out $(NOTARIUS_DATA)/bundles
 
-test: setup
+test: setup lint
 	$(PY) -m pytest -q
 
 test-fast: setup
