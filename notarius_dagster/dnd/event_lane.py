@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from notarius_dagster.dnd.event_lists import ids_problems
+from notarius_dagster.dnd.event_lists import EventMerger, EventNormalizer, ids_problems
 from notarius_dagster.dnd.grounding import grounding_problems
 from notarius_dagster.engine.artifact_kinds import ArtifactKind, register_kind
 from notarius_dagster.engine.catalog import CATALOG, ModuleSpec, ReferenceSlot
@@ -31,11 +31,17 @@ def register_event_lane(
     grounded: Sequence[tuple[str, str]],
     slots: tuple[ReferenceSlot, ...],
     extractor: Factory,
-    merger: Factory,
-    normalizer: Factory,
+    id_prefix: str,
 ) -> ArtifactKind:
     """Register one event lane. `grounded` lists the (name field, id field) pairs that NPC
-    grounding fills and the `<prefix>.npc_grounding` rule checks."""
+    grounding fills and the `<prefix>.npc_grounding` rule checks; normalized records are
+    numbered `<id_prefix>-0001`, ... in source order."""
+
+    def merger(options: dict[str, Any]) -> EventMerger:
+        return EventMerger(kind=kind, items_field=items, options=options)
+
+    def normalizer(options: dict[str, Any]) -> EventNormalizer:
+        return EventNormalizer(kind=kind, items_field=items, id_prefix=id_prefix, options=options)
 
     def project_source_refs(artifact: BaseModel) -> list[SourceRef]:
         assert isinstance(artifact, model)

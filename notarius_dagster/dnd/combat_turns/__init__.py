@@ -9,8 +9,6 @@ from notarius_dagster.dnd.combat_turns.modules import (
     SCENE_KIND,
     SCENES_SLOT,
     build_extractor,
-    build_merger,
-    build_normalizer,
 )
 from notarius_dagster.dnd.event_lane import register_event_lane
 from notarius_dagster.dnd.grounding import NPC_KIND, NPCS_SLOT
@@ -21,4 +19,4 @@ COMBAT_KIND = register_event_lane(
     schema_stem="combat_turn_list", items=ITEMS, grounded=GROUNDED,
     slots=(ReferenceSlot(name=SCENES_SLOT, required=True, accepted_kinds=(SCENE_KIND,)),
            ReferenceSlot(name=NPCS_SLOT, accepted_kinds=(NPC_KIND,))),
-    extractor=build_extractor, merger=build_merger, normalizer=build_normalizer)
+    extractor=build_extractor, id_prefix="turn")

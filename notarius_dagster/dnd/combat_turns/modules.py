@@ -9,7 +9,6 @@ from typing import Any
 
 from notarius_dagster.dnd.combat_turns.gate import GATE_POLICY, decide
 from notarius_dagster.dnd.combat_turns.model import ITEMS, KIND, CombatAnswer
-from notarius_dagster.dnd.event_lists import EventMerger, EventNormalizer
 from notarius_dagster.dnd.grounding import ground_names
 from notarius_dagster.dnd.llm_extract import LanePrompt, LLMListExtractor, envelope
 from notarius_dagster.dnd.records import refs_from_unit_ids
@@ -97,11 +96,3 @@ def build_extractor(options: dict[str, Any]) -> SceneGatedCombatExtractor:
     return SceneGatedCombatExtractor(LLMListExtractor(
         lane_kind=KIND, prompt=LanePrompt(PROMPT_PATH), answer_model=CombatAnswer,
         to_payload=answer_to_payload))
-
-
-def build_merger(options: dict[str, Any]) -> EventMerger:
-    return EventMerger(kind=KIND, items_field=ITEMS, options=options)
-
-
-def build_normalizer(options: dict[str, Any]) -> EventNormalizer:
-    return EventNormalizer(kind=KIND, items_field=ITEMS, id_prefix="turn", options=options)

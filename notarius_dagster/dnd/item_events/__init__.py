@@ -9,8 +9,6 @@ from notarius_dagster.dnd.item_events.model import ITEMS, KIND, ItemEventList
 from notarius_dagster.dnd.item_events.modules import (
     GROUNDED,
     build_extractor,
-    build_merger,
-    build_normalizer,
 )
 from notarius_dagster.engine.catalog import ReferenceSlot
 
@@ -18,4 +16,4 @@ ITEM_EVENT_KIND = register_event_lane(
     module_prefix="dnd.item_events", kind=KIND, model=ItemEventList,
     schema_stem="item_event_list", items=ITEMS, grounded=GROUNDED,
     slots=(ReferenceSlot(name=NPCS_SLOT, accepted_kinds=(NPC_KIND,)),),
-    extractor=build_extractor, merger=build_merger, normalizer=build_normalizer)
+    extractor=build_extractor, id_prefix="item-event")

@@ -9,8 +9,6 @@ from notarius_dagster.dnd.npc_interactions.model import ITEMS, KIND, NpcInteract
 from notarius_dagster.dnd.npc_interactions.modules import (
     GROUNDED,
     build_extractor,
-    build_merger,
-    build_normalizer,
 )
 from notarius_dagster.engine.catalog import ReferenceSlot
 
@@ -18,4 +16,4 @@ INTERACTION_KIND = register_event_lane(
     module_prefix="dnd.npc_interactions", kind=KIND, model=NpcInteractionList,
     schema_stem="npc_interaction_list", items=ITEMS, grounded=GROUNDED,
     slots=(ReferenceSlot(name=NPCS_SLOT, required=True, accepted_kinds=(NPC_KIND,)),),
-    extractor=build_extractor, merger=build_merger, normalizer=build_normalizer)
+    extractor=build_extractor, id_prefix="interaction")

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from notarius_dagster.dnd.event_lists import EventMerger, EventNormalizer
 from notarius_dagster.dnd.grounding import NPCS_SLOT, ground_names
 from notarius_dagster.dnd.llm_extract import LanePrompt, LLMListExtractor, envelope
 from notarius_dagster.dnd.npc_interactions.model import ITEMS, KIND, InteractionAnswer
@@ -46,12 +45,3 @@ def build_extractor(options: dict[str, Any]) -> LLMListExtractor:
     return LLMListExtractor(lane_kind=KIND, prompt=LanePrompt(PROMPT_PATH),
                             answer_model=InteractionAnswer, to_payload=answer_to_payload,
                             context=known_npcs)
-
-
-def build_merger(options: dict[str, Any]) -> EventMerger:
-    return EventMerger(kind=KIND, items_field=ITEMS, options=options)
-
-
-def build_normalizer(options: dict[str, Any]) -> EventNormalizer:
-    return EventNormalizer(kind=KIND, items_field=ITEMS, id_prefix="interaction",
-                           options=options)

@@ -9,8 +9,6 @@ from notarius_dagster.dnd.spells.model import ITEMS, KIND, SpellList
 from notarius_dagster.dnd.spells.modules import (
     GROUNDED,
     build_extractor,
-    build_merger,
-    build_normalizer,
 )
 from notarius_dagster.engine.catalog import ReferenceSlot
 
@@ -18,4 +16,4 @@ SPELL_KIND = register_event_lane(
     module_prefix="dnd.spells", kind=KIND, model=SpellList, schema_stem="spell_list",
     items=ITEMS, grounded=GROUNDED,
     slots=(ReferenceSlot(name=NPCS_SLOT, accepted_kinds=(NPC_KIND,)),),
-    extractor=build_extractor, merger=build_merger, normalizer=build_normalizer)
+    extractor=build_extractor, id_prefix="spell")
