@@ -123,23 +123,19 @@ def build_chunk_map_asset(pipeline: ResolvedPipeline) -> AssetsDefinition:
         name="chunk_map",
         group_name=GROUP,
         partitions_def=sessions_partitions,
-        pool="llm" if _chunker_needs_llm(pipeline) else None,
         code_version=chunk_code_version(pipeline),
         description=f"Validated chunks ({pipeline.chunk.module} chunker).",
     )
     def chunk_map(
-        context: AssetExecutionContext, source_document: SourceDocument, llm: LLMResource
+        context: AssetExecutionContext, source_document: SourceDocument
     ) -> Output[ChunkResult]:
         try:
             refs = {b.slot: prepare_file(b)[0] for b in pipeline.chunk.references}
-            with llm.client() if _chunker_needs_llm(pipeline) else _no_client() as client:
-                result = run_chunk_stage(
-                    pipeline.chunk,
-                    source_document,
-                    session_id=context.partition_key,
-                    references=refs,
-                    client=client,
-                )
+            # No chunker shipped today calls a model; an LLM-backed one would take the `llm`
+            # resource here and join the `llm` pool.
+            result = run_chunk_stage(
+                pipeline.chunk, source_document, session_id=context.partition_key, references=refs
+            )
         except NotariusError as exc:
             raise _fail(exc, "chunk_map") from None
         meta: dict[str, Any] = {
@@ -153,18 +149,6 @@ def build_chunk_map_asset(pipeline: ResolvedPipeline) -> AssetsDefinition:
         return Output(result, metadata=meta)
 
     return chunk_map
-
-
-def _chunker_needs_llm(pipeline: ResolvedPipeline) -> bool:
-    return bool(pipeline.chunk.options.get("use_llm"))
-
-
-class _no_client:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 def build_lane_asset(
