@@ -5,7 +5,7 @@ normalizer orders by source position and numbers the events (`turn-0001`, ...)."
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from notarius_dagster.dnd.llm_extract import envelope
@@ -19,7 +19,7 @@ def _refs(record: dict[str, Any]) -> list[SourceRef]:
     return [SourceRef(**r) for r in record["source_refs"]]
 
 
-def _spans(refs: Sequence[SourceRef], positions: dict[int, int]) -> list[tuple[int, int]]:
+def _spans(refs: Sequence[SourceRef], positions: Mapping[int, int]) -> list[tuple[int, int]]:
     return [(positions.get(r.start_unit_id, -1), positions.get(r.end_unit_id, -1)) for r in refs]
 
 

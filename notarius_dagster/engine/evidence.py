@@ -16,7 +16,7 @@ the lane and the reference's index, never transcript text) and nothing is publis
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, Literal
 
 from pydantic import ConfigDict, Field, ValidationError
@@ -148,7 +148,7 @@ _Merged = tuple[int, int, list[tuple[int, int]]]
 
 def _collect(
     document: SourceDocument,
-    positions: dict[int, int],
+    positions: Mapping[int, int],
     lane_results: Sequence[LaneResult],
     allowed: set[str],
 ) -> _Cited:
@@ -206,7 +206,7 @@ def _project(result: LaneResult) -> list[SourceRef]:
 
 
 def _validate(
-    document: SourceDocument, positions: dict[int, int], ref: SourceRef, lane: str, index: int
+    document: SourceDocument, positions: Mapping[int, int], ref: SourceRef, lane: str, index: int
 ) -> tuple[int, int]:
     where = f"evidence context: lane {lane!r} reference {index}"
     if ref.source_id != document.source_id:

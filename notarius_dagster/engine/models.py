@@ -3,6 +3,9 @@ chunks, warnings and rejections. Everything here is domain-neutral."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from functools import cached_property
+from types import MappingProxyType
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -41,9 +44,14 @@ class SourceDocument(Frozen):
             seen.add(unit.unit_id)
         return self
 
-    def position_index(self) -> dict[int, int]:
-        """Map unit id to its zero-based document position."""
-        return {unit.unit_id: position for position, unit in enumerate(self.units)}
+    def position_index(self) -> Mapping[int, int]:
+        """Map unit id to its zero-based document position (read-only, built once per
+        document: validators, mergers and the evidence projector ask for it per record)."""
+        return self._positions
+
+    @cached_property
+    def _positions(self) -> Mapping[int, int]:
+        return MappingProxyType({unit.unit_id: pos for pos, unit in enumerate(self.units)})
 
 
 class SourceRef(Frozen):

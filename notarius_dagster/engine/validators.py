@@ -103,7 +103,9 @@ def _refs(ctx: ValidationContext, output: ModuleOutput) -> list[SourceRef]:
     return ctx.kind.source_refs(output.payload)
 
 
-def ref_problems(refs: Sequence[SourceRef], source_id: str, positions: dict[int, int]) -> list[str]:
+def ref_problems(
+    refs: Sequence[SourceRef], source_id: str, positions: Mapping[int, int]
+) -> list[str]:
     """Each reference must name this source and an ordered range of existing units."""
     problems = []
     for i, ref in enumerate(refs):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,7 @@ def build_extractor(options: dict[str, Any]) -> LLMListExtractor:
                             answer_model=SceneAnswer, to_payload=answer_to_payload)
 
 
-def _position(record: dict[str, Any], positions: dict[int, int]) -> tuple[int, int]:
+def _position(record: dict[str, Any], positions: Mapping[int, int]) -> tuple[int, int]:
     return (positions.get(record["start_unit_id"], -1), positions.get(record["end_unit_id"], -1))
 
 
