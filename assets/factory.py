@@ -130,7 +130,8 @@ def build_chunk_map_asset(pipeline: ResolvedPipeline) -> AssetsDefinition:
         context: AssetExecutionContext, source_document: SourceDocument
     ) -> Output[ChunkResult]:
         try:
-            refs = {b.slot: prepare_file(b)[0] for b in pipeline.chunk.references}
+            prepared = [prepare_file(b) for b in pipeline.chunk.references]
+            refs = {ref.slot: ref for ref, _ in prepared}
             # No chunker shipped today calls a model; an LLM-backed one would take the `llm`
             # resource here and join the `llm` pool.
             result = run_chunk_stage(
@@ -138,6 +139,12 @@ def build_chunk_map_asset(pipeline: ResolvedPipeline) -> AssetsDefinition:
             )
         except NotariusError as exc:
             raise _fail(exc, "chunk_map") from None
+        result = result.model_copy(
+            update={
+                "references": tuple(dict(ref.provenance) for ref in refs.values()),
+                "warnings": tuple(w for _, warns in prepared for w in warns),
+            }
+        )
         meta: dict[str, Any] = {
             "chunks": len(result.chunk_map.chunks) if result.chunk_map else 0,
             "rejected": result.rejection is not None,
@@ -282,9 +289,6 @@ def build_bundle_asset(pipeline: ResolvedPipeline, *, with_evidence: bool) -> As
             completed_at=datetime.fromtimestamp(now, UTC).isoformat(),
             wall_time_s=now - started,
             evidence_enabled=evidence is not None,
-            chunk_references=[
-                dict(prepare_file(b)[0].provenance) for b in pipeline.chunk.references
-            ],
         )
         try:
             files = assemble_bundle(

@@ -333,3 +333,34 @@ def test_runtime_reference_through_dagster_run_config(
     assert npcs["npcs"][0]["name"] == "glossary-lines-3"
     manifest = json.loads((tmp_path / "data" / "bundles" / "rc" / "manifest.json").read_text())
     assert manifest["artifact_lanes"][0]["references"][0]["binding"] == "runtime"
+
+
+CATALOG.register(
+    ModuleSpec(key="test.styled-chunker", stage="chunk", requires=("source",),
+               provides=("chunks",), slots=(ReferenceSlot(name="style"),)),
+    lambda options: CATALOG.build("chunk", "generic", options),
+)
+
+
+def test_chunker_reference_provenance_and_warnings_reach_the_bundle(
+    tmp_path: Path, instance: DagsterInstance
+) -> None:
+    (tmp_path / "style.md").write_text("")
+    data = profile()
+    data["pipeline"]["chunk"] = {"module": "test.styled-chunker",
+                                 "references": {"style": {"path": "style.md"}}}
+    cfg = tmp_path / "refs.yaml"
+    cfg.write_text(json.dumps(data))
+    transcript = tmp_path / "t.jsonl"
+    transcript.write_text(json.dumps({"text": "hello", "speaker": "DM"}) + "\n")
+    register_transcript(tmp_path / "data" / "transcripts", "styled", transcript)
+    outcome = run_session(session_id="styled", profile=cfg, data_root=tmp_path / "data",
+                          instance=instance, quiet=True)
+    assert outcome.success, outcome.error
+    bundle = tmp_path / "data" / "bundles" / "styled"
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    (chunk_ref,) = manifest["references"]["chunk"]
+    assert (chunk_ref["file"], chunk_ref["bytes"]) == ("style.md", 0)
+    warnings = json.loads((bundle / "warnings.json").read_text())
+    assert [w["code"] for w in warnings] == ["empty_reference"]
+    assert manifest["warnings"] == 1

@@ -5,6 +5,7 @@ chunk result is recorded and stops the lanes; a framework error fails the run.""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from notarius_dagster.engine.catalog import CATALOG, ModuleCatalog
 from notarius_dagster.engine.chunking import chunk_invariant_problems, rebuild_chunks
@@ -16,7 +17,7 @@ from notarius_dagster.engine.contracts import (
 )
 from notarius_dagster.engine.errors import ChunkingError
 from notarius_dagster.engine.llm_contract import StructuredClient
-from notarius_dagster.engine.models import ChunkMap, Frozen, Rejection, SourceDocument
+from notarius_dagster.engine.models import ChunkMap, Frozen, Rejection, RunWarning, SourceDocument
 from notarius_dagster.engine.resolution import ResolvedStage
 from notarius_dagster.engine.validators import ValidationContext, run_chain
 
@@ -27,6 +28,8 @@ class ChunkResult(Frozen):
     chunk_map: ChunkMap | None
     rejection: Rejection | None = None
     attempts: int = 1
+    references: tuple[dict[str, Any], ...] = ()  # provenance of the chunker's references
+    warnings: tuple[RunWarning, ...] = ()
 
 
 def run_chunk_stage(

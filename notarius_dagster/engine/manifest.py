@@ -81,7 +81,6 @@ def build_manifest(
     completed_at: str,
     wall_time_s: float,
     evidence_enabled: bool,
-    chunk_references: Sequence[dict[str, Any]] = (),
 ) -> dict[str, Any]:
     rejections = [r for lr in lane_results for r in lr.rejections]
     if chunk_result.rejection is not None:
@@ -120,7 +119,7 @@ def build_manifest(
         },
         "chunks": len(chunk_result.chunk_map.chunks) if chunk_result.chunk_map else 0,
         "llm_profile": llm,
-        "references": {"chunk": list(chunk_references)},
+        "references": {"chunk": list(chunk_result.references)},
         "artifact_lanes": [lane_summary(lr, pipeline) for lr in lane_results],
         "outputs": [
             {
@@ -135,7 +134,7 @@ def build_manifest(
             if lr.payload is not None
         ],
         "rejected": [rejection_summary(r) for r in rejections],
-        "warnings": sum(len(lr.warnings) for lr in lane_results),
+        "warnings": len(chunk_result.warnings) + sum(len(lr.warnings) for lr in lane_results),
         "evidence_context": evidence_enabled,
         "totals": {
             "llm_calls": total.calls,

@@ -69,7 +69,8 @@ def assemble_bundle(
         LogicalFile(
             "warnings.json",
             JSON_MEDIA_TYPE,
-            [w.model_dump(mode="json") for lr in lane_results for w in lr.warnings],
+            [w.model_dump(mode="json") for w in chunk_result.warnings]
+            + [w.model_dump(mode="json") for lr in lane_results for w in lr.warnings],
         ),
         LogicalFile("rejected.json", JSON_MEDIA_TYPE, manifest["rejected"]),
     ]
