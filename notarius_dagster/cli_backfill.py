@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -87,11 +88,9 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     ensure_dagster_home()
     settings = load_settings()
     if args.config:
-        settings = settings.__class__(
-            **{**settings.__dict__, "profile": Path(args.config).resolve()}
-        )
+        settings = replace(settings, profile=Path(args.config).resolve())
     if args.llm_profile:
-        settings = settings.__class__(**{**settings.__dict__, "llm_profile": args.llm_profile})
+        settings = replace(settings, llm_profile=args.llm_profile)
     try:
         defs = build_definitions(settings)
     except NotariusError as exc:
