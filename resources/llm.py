@@ -6,11 +6,9 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 from dagster import ConfigurableResource
 
-from notarius_dagster.engine.digest import digest_of
 from notarius_dagster.llm.client import LiteLLMClient
 from notarius_dagster.llm.offline import ensure_server
 from notarius_dagster.llm.profiles import LLMProfile
@@ -26,11 +24,7 @@ class LLMResource(ConfigurableResource):
         return LLMProfile.model_validate(json.loads(self.profile_json))
 
     def fingerprint(self) -> str:
-        """What about the model changes an extraction (not concurrency or timeouts)."""
-        p: dict[str, Any] = json.loads(self.profile_json)
-        return digest_of(
-            {k: p.get(k) for k in ("model", "temperature", "max_tokens", "context_tokens")}
-        )
+        return self.profile.fingerprint()
 
     @contextmanager
     def client(self) -> Iterator[LiteLLMClient]:

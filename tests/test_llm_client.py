@@ -274,3 +274,10 @@ def test_short_prompts_do_not_shred_the_providers_message() -> None:
     short = request(system="s", user="u")
     with scripted_llm(missing), pytest.raises(LLMError, match="model does not exist"):
         client().complete_structured(short)
+
+
+def test_fingerprint_ignores_settings_that_do_not_change_an_extraction() -> None:
+    base = double_profile()
+    assert base.fingerprint() == double_profile(name="other", max_concurrency=4, retries=0,
+                                                timeout_s=5).fingerprint()
+    assert base.fingerprint() != double_profile(max_tokens=64).fingerprint()

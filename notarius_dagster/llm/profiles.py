@@ -41,10 +41,12 @@ class LLMProfile(Frozen):
     context_tokens: int = Field(default=4096, gt=0)
 
     def fingerprint(self) -> str:
-        """A stable digest of the profile, for checkpoint keys and manifests. Every field is
-        included; none is a secret (the key itself lives only in the environment and is read
-        per call, so it can never reach a fingerprint)."""
-        return digest_of(self.model_dump(mode="json"))
+        """A stable digest of what about the model changes an extraction (model, temperature,
+        token limits), for checkpoint keys. Concurrency, timeouts, retries and the profile's
+        name are left out: tuning them must not invalidate stored extractions. No field is a
+        secret (a key lives only in the environment and is read per call)."""
+        return digest_of(self.model_dump(
+            mode="json", include={"model", "temperature", "max_tokens", "context_tokens"}))
 
     def resolve_api_key(self) -> str | None:
         """The key to send, read from the environment at the time of the call.
