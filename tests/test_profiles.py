@@ -139,3 +139,18 @@ def test_shipped_profiles_resolve() -> None:
             continue
         resolved = resolve_profile_file(path)
         assert resolved.lanes, path.name
+
+
+def test_unknown_module_option_is_refused_at_resolution_with_its_key_path() -> None:
+    data = base()
+    data["pipeline"]["lanes"][0]["extract"]["options"] = {"temperatur": 0.2}
+    err = error_of(data)
+    assert err.key_path == "pipeline.lanes[0].extract.options"
+    assert "temperatur" in str(err)
+
+
+def test_bad_chunker_option_is_refused_at_resolution() -> None:
+    data = base()
+    data["pipeline"]["chunk"] = {"module": "generic", "options": {"max_units": 0}}
+    err = error_of(data)
+    assert err.key_path == "pipeline.chunk.options.max_units" and "greater than" in str(err)

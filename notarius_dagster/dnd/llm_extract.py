@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -45,15 +45,18 @@ class LLMListExtractor:
 
     def __init__(
         self,
+        options: Mapping[str, Any],
         *,
         lane_kind: str,
-        prompt: LanePrompt,
+        prompt_path: Path,
         answer_model: type[BaseModel],
         to_payload: ToPayload,
         context: Callable[[ExtractRequest], str] | None = None,
     ) -> None:
+        if options:  # these extractors take no options; a typo must not pass silently
+            raise ValueError(f"unknown option(s): {sorted(options)}")
         self.lane_kind = lane_kind
-        self.prompt = prompt
+        self.prompt = LanePrompt(prompt_path)
         self.answer_model = answer_model
         self.answer_schema = answer_model.model_json_schema()
         self.to_payload = to_payload

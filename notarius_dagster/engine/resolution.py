@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from notarius_dagster.engine.artifact_kinds import registered_kinds
 from notarius_dagster.engine.catalog import CATALOG, ModuleCatalog, ModuleSpec, ReferenceSlot
@@ -146,6 +146,16 @@ class _Resolver:
             unknown = sorted(set(cfg.validators) - known_validators())
             if unknown:
                 raise self.fail(f"{key}.validators", f"unknown validator(s): {', '.join(unknown)}")
+        try:  # a module refuses options it does not know: say so before anything runs
+            self.catalog.build(stage, spec.key, dict(cfg.options))
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(str(p) for p in err["loc"])
+            raise self.fail(
+                f"{key}.options.{where}" if where else f"{key}.options", err["msg"]
+            ) from None
+        except (ValueError, TypeError) as exc:
+            raise self.fail(f"{key}.options", str(exc) or type(exc).__name__) from None
         chain, source = resolve_chain(stage, cfg.validators, spec.default_validators)
         return ResolvedStage(
             stage=stage,

@@ -10,7 +10,7 @@ from typing import Any
 from notarius_dagster.dnd.combat_turns.gate import GATE_POLICY, decide
 from notarius_dagster.dnd.combat_turns.model import ITEMS, KIND, CombatAnswer
 from notarius_dagster.dnd.grounding import ground_names
-from notarius_dagster.dnd.llm_extract import LanePrompt, LLMListExtractor, envelope
+from notarius_dagster.dnd.llm_extract import LLMListExtractor, envelope
 from notarius_dagster.dnd.records import refs_from_unit_ids
 from notarius_dagster.engine.contracts import ExtractRequest, ModuleOutput
 from notarius_dagster.engine.errors import LaneError
@@ -91,8 +91,6 @@ class SceneGatedCombatExtractor:
 
 
 def build_extractor(options: dict[str, Any]) -> SceneGatedCombatExtractor:
-    if options:
-        raise ValueError(f"unknown option(s): {sorted(options)}")
     return SceneGatedCombatExtractor(LLMListExtractor(
-        lane_kind=KIND, prompt=LanePrompt(PROMPT_PATH), answer_model=CombatAnswer,
+        options, lane_kind=KIND, prompt_path=PROMPT_PATH, answer_model=CombatAnswer,
         to_payload=answer_to_payload))

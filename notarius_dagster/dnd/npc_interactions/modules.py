@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from notarius_dagster.dnd.grounding import NPCS_SLOT, ground_names
-from notarius_dagster.dnd.llm_extract import LanePrompt, LLMListExtractor, envelope
+from notarius_dagster.dnd.llm_extract import LLMListExtractor, envelope
 from notarius_dagster.dnd.npc_interactions.model import ITEMS, KIND, InteractionAnswer
 from notarius_dagster.dnd.records import refs_from_unit_ids
 from notarius_dagster.engine.contracts import ExtractRequest
@@ -40,8 +40,6 @@ def answer_to_payload(answer: dict[str, Any], request: ExtractRequest
 
 
 def build_extractor(options: dict[str, Any]) -> LLMListExtractor:
-    if options:
-        raise ValueError(f"unknown option(s): {sorted(options)}")
-    return LLMListExtractor(lane_kind=KIND, prompt=LanePrompt(PROMPT_PATH),
+    return LLMListExtractor(options, lane_kind=KIND, prompt_path=PROMPT_PATH,
                             answer_model=InteractionAnswer, to_payload=answer_to_payload,
                             context=known_npcs)

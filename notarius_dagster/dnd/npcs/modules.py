@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from notarius_dagster.dnd.llm_extract import LanePrompt, LLMListExtractor, canonical_name, envelope
+from notarius_dagster.dnd.llm_extract import LLMListExtractor, canonical_name, envelope
 from notarius_dagster.dnd.npcs.model import KIND, NpcAnswer
 from notarius_dagster.dnd.records import first_position, refs_from_unit_ids, sort_refs
 from notarius_dagster.engine.contracts import (
@@ -39,8 +39,9 @@ def answer_to_payload(
 
 def build_extractor(options: dict[str, Any]) -> LLMListExtractor:
     return LLMListExtractor(
+        options,
         lane_kind=KIND,
-        prompt=LanePrompt(PROMPT_PATH),
+        prompt_path=PROMPT_PATH,
         answer_model=NpcAnswer,
         to_payload=answer_to_payload,
     )

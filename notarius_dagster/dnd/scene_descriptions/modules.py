@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from notarius_dagster.dnd.llm_extract import LanePrompt, LLMListExtractor, envelope
+from notarius_dagster.dnd.llm_extract import LLMListExtractor, envelope
 from notarius_dagster.dnd.scene_descriptions.model import ITEMS, KIND, SceneAnswer
 from notarius_dagster.engine.contracts import (
     ExtractRequest,
@@ -32,9 +32,7 @@ def answer_to_payload(answer: dict[str, Any], request: ExtractRequest
 
 
 def build_extractor(options: dict[str, Any]) -> LLMListExtractor:
-    if options:
-        raise ValueError(f"unknown option(s): {sorted(options)}")
-    return LLMListExtractor(lane_kind=KIND, prompt=LanePrompt(PROMPT_PATH),
+    return LLMListExtractor(options, lane_kind=KIND, prompt_path=PROMPT_PATH,
                             answer_model=SceneAnswer, to_payload=answer_to_payload)
 
 
