@@ -25,7 +25,7 @@ from notarius_dagster.llm.test_double import double_profile, scripted_llm  # noq
 from notarius_dagster.modules import load_modules  # noqa: E402
 from tests.doubles import lane_responder  # noqa: E402
 
-SESSIONS = ROOT.parent / "shared" / "data" / "sessions"
+SESSIONS = ROOT / "data" / "sessions"
 
 
 def main() -> None:

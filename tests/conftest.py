@@ -16,7 +16,8 @@ from notarius_dagster.engine.models import SourceDocument, SourceUnit  # noqa: E
 from notarius_dagster.modules import load_modules  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED_DATA = REPO.parent / "shared" / "data"
+DATA = REPO / "data"
+"""Real, openly licensed transcripts and wiki notes committed with the project (data/README.md)."""
 
 
 def make_document(

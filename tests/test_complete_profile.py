@@ -19,16 +19,14 @@ from notarius_dagster.runner import run_session
 from tests.lane_doubles import complete_responder
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED = REPO.parent / "shared" / "data" / "sessions"
+SESSIONS = REPO / "data" / "sessions"
 COMPLETE = REPO / "configs" / "dnd-complete.yaml"
 LANES = {"npcs", "scene-descriptions", "combat-turns", "spells", "item-events",
          "npc-interactions"}
 
 
 def real_slice(tmp_path: Path, name: str, start: int, count: int) -> Path:
-    source = SHARED / name
-    if not source.exists():
-        pytest.skip(f"{name} is not in ../shared/data/sessions")
+    source = SESSIONS / name
     lines = source.read_text().splitlines()[start:start + count]
     path = tmp_path / f"slice-{name}"
     path.write_text("\n".join(lines) + "\n")

@@ -19,7 +19,9 @@ from notarius_dagster.engine.models import SourceDocument
 
 # Words that must never show up in an error message: they stand for what players said.
 SECRET = "the vault code is swordfish"
-REAL_SESSION = Path("/work/shared/data/sessions/fireball-sea-hag.jsonl")
+REAL_SESSION = (
+    Path(__file__).resolve().parent.parent / "data" / "sessions" / "fireball-sea-hag.jsonl"
+)
 
 
 def parse_file(
@@ -521,7 +523,6 @@ def test_digest_does_not_depend_on_the_source_id(tmp_path: Path) -> None:
     assert a.digest == b.digest
 
 
-@pytest.mark.skipif(not REAL_SESSION.exists(), reason="shared sample session not present")
 def test_real_session_parses_into_181_units() -> None:
     doc = parse_transcript(
         REAL_SESSION.read_bytes(), file_name=REAL_SESSION.name, source_id="fireball-sea-hag"

@@ -15,7 +15,7 @@ from notarius_dagster.engine.chunking import chunk_invariant_problems
 from notarius_dagster.engine.contracts import ChunkRequest, RunContext
 from notarius_dagster.engine.inputs import document_digest, parse_transcript
 from notarius_dagster.engine.models import Chunk, SourceDocument, SourceUnit
-from tests.conftest import SHARED_DATA
+from tests.conftest import DATA
 from tests.lane_doubles import complete_pipeline
 
 FILLER = "We keep talking about the weather."
@@ -116,9 +116,7 @@ def test_unknown_or_invalid_options_are_refused(options: dict[str, Any]) -> None
 
 @pytest.mark.parametrize("name", ["fireball-sea-hag.jsonl", "crd3-c2e003.jsonl"])
 def test_real_transcripts_chunk_into_valid_scenes(name: str) -> None:
-    path: Path = SHARED_DATA / "sessions" / name
-    if not path.exists():
-        pytest.skip("shared transcripts are not available")
+    path: Path = DATA / "sessions" / name
     doc = parse_transcript(path.read_bytes(), file_name=name, source_id="real")
     chunks = chunked(doc, min_units=8)
     assert chunk_invariant_problems(doc, chunks) == []
