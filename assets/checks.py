@@ -6,8 +6,9 @@ once):
   - `source_refs_in_document` every source reference names this session and existing units
   - `rejection_rate`        rejected share at or under NOTARIUS_MAX_REJECTION_RATE (WARN)
 On `session_bundle`:
-  - `files_match_index`     every file index.json lists exists and parses; every lane file is
-                            listed; no stray lane files
+  - `files_match_index`     every file index.json lists exists and parses (the bundle's own
+                            documents validate); every lane file is listed; no stray files
+                            (`engine/bundle_check.py`, the check publication also runs)
 
 The checks are partitioned by session (`partitions_def` on each `AssetCheckSpec`, a preview
 feature in Dagster 1.13): a run of partition `session-042` evaluates them for `session-042`, and
@@ -16,11 +17,9 @@ manager, exactly as downstream assets do; the bundle check reads the published f
 the bundle asset's value is the folder itself. Check results carry counts and problem paths,
 never payload values or transcript text."""
 
-import json
 import os
 import warnings
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from dagster import (
@@ -38,7 +37,7 @@ from dagster import (
 from assets.factory import asset_name
 from assets.partitions import sessions_partitions
 from notarius_dagster.engine.artifact_kinds import get_kind
-from notarius_dagster.engine.bundle import lane_file
+from notarius_dagster.engine.bundle_check import check_published_bundle
 from notarius_dagster.engine.errors import NotariusError
 from notarius_dagster.engine.lane_runner import LaneResult
 from notarius_dagster.engine.models import SourceDocument
@@ -158,72 +157,26 @@ def build_lane_checks(lane: ResolvedLane, threshold: float) -> AssetChecksDefini
     return lane_checks
 
 
-def bundle_problems(bundle: Path) -> tuple[list[str], int]:
-    """Problems of a published bundle against its index.json, and how many files it lists.
-    Problems name logical paths only."""
-    index_path = bundle / "index.json"
-    if not index_path.is_file():
-        return ["index.json: missing (no bundle is published)"], 0
-    try:
-        index = json.loads(index_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        return [f"index.json: does not parse ({type(exc).__name__})"], 0
-    problems: list[str] = []
-    listed: list[str] = list((index.get("files") or {}).values())
-    for section in ("chunk_map", "evidence_context"):
-        if isinstance(index.get(section), dict):
-            listed.append(index[section].get("file", ""))
-    lanes = index.get("lanes") or []
-    for entry in lanes:
-        expected = lane_file(str(entry.get("lane_id", "")))
-        if entry.get("file") != expected:
-            problems.append(f"index.json: lane {entry.get('lane_id')!r} lists file "
-                            f"{entry.get('file')!r}, expected {expected!r}")
-        listed.append(str(entry.get("file", "")))
-    for rel in listed:
-        path = bundle / rel
-        if not rel or not path.is_file():
-            problems.append(f"{rel or '(empty name)'}: listed in index.json but missing")
-            continue
-        try:
-            json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            problems.append(f"{rel}: does not parse ({type(exc).__name__})")
-    lane_dir = bundle / "lanes"
-    on_disk = {f"lanes/{p.name}" for p in lane_dir.iterdir()} if lane_dir.is_dir() else set()
-    for stray in sorted(on_disk - set(listed)):
-        problems.append(f"{stray}: lane file not listed in index.json")
-    for entry in lanes:
-        path = bundle / str(entry.get("file", ""))
-        if path.is_file():
-            try:
-                kind = json.loads(path.read_text(encoding="utf-8")).get("kind")
-            except (OSError, ValueError, AttributeError):
-                continue  # reported above
-            if kind != entry.get("kind"):
-                problems.append(f"{entry.get('file')}: kind {kind!r} differs from index.json's "
-                                f"{entry.get('kind')!r}")
-    return problems, len(listed) + 1
-
-
 def build_bundle_check() -> AssetChecksDefinition:
     spec = AssetCheckSpec("files_match_index", asset=BUNDLE_ASSET,
                           partitions_def=sessions_partitions,
-                          description="Every file index.json lists exists and parses as JSON, "
-                                      "every lane file is listed, and no stray lane file is "
-                                      "published.")
+                          description="Every file index.json lists exists and parses (the "
+                                      "bundle's own documents validate against their "
+                                      "schemas), every lane file is listed, and no stray "
+                                      "file is published.")
 
     @multi_asset_check(name="session_bundle_checks", specs=[spec],
                        description="Checks of the published bundle.")
     def bundle_checks(context: AssetCheckExecutionContext,
                       store: BundleStore) -> Iterator[AssetCheckResult]:
         session_id = context.partition_key
-        problems, files = bundle_problems(store.bundles / session_id)
+        check = check_published_bundle(store.bundles / session_id)
         yield AssetCheckResult(
-            asset_key=BUNDLE_ASSET, check_name="files_match_index", passed=not problems,
-            description=None if not problems else f"{len(problems)} problem(s) in the "
+            asset_key=BUNDLE_ASSET, check_name="files_match_index", passed=check.passed,
+            description=None if check.passed else f"{len(check.problems)} problem(s) in the "
                                                       f"published bundle of {session_id}",
-            metadata={"listed_files": files, **_problems_metadata(problems)})
+            metadata={"listed_files": check.listed_files,
+                      **_problems_metadata(list(check.problems))})
 
     return bundle_checks
 

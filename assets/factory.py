@@ -8,7 +8,6 @@ and calls one engine function."""
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 from dagster import (
@@ -28,16 +27,14 @@ from dagster import (
 from assets.code_versions import chunk_code_version, lane_code_version
 from assets.metadata import lane_metadata
 from assets.partitions import sessions_partitions
-from notarius_dagster.engine.bundle import encode_bundle, publish_bundle
 from notarius_dagster.engine.chunk_stage import ChunkResult, run_chunk_stage
 from notarius_dagster.engine.errors import LLMError, LLMUnavailableError, NotariusError
 from notarius_dagster.engine.inputs import parse_transcript
 from notarius_dagster.engine.lane_runner import LaneResult, LaneStats, run_lane
-from notarius_dagster.engine.manifest import build_manifest
 from notarius_dagster.engine.models import SourceDocument
-from notarius_dagster.engine.publication import assemble_bundle
 from notarius_dagster.engine.references import prepare_file, prepare_lane_references
 from notarius_dagster.engine.resolution import ResolvedLane, ResolvedPipeline, RuntimeBinding
+from notarius_dagster.engine.session_bundle import publish_session_bundle
 from notarius_dagster.engine.transcripts import stored_transcript
 from notarius_dagster.llm.client import TransientLLMError
 from resources.bundle_store import BundleStore
@@ -271,61 +268,39 @@ def build_bundle_asset(pipeline: ResolvedPipeline, *, with_evidence: bool) -> As
     def session_bundle(
         context: AssetExecutionContext, store: BundleStore, **upstream: Any
     ) -> MaterializeResult:
-        session_id = context.partition_key
-        document: SourceDocument = upstream["source_document"]
-        chunks: ChunkResult = upstream["chunk_map"]
-        lane_results = [upstream[asset_name(lane.id)] for lane in pipeline.lanes]
-        evidence = upstream.get("evidence_context")
-        started = _run_start(context)
-        now = time.time()
-        manifest = build_manifest(
-            run_id=context.run_id,
-            session_id=session_id,
-            pipeline=pipeline,
-            document=document,
-            chunk_result=chunks,
-            lane_results=lane_results,
-            started_at=datetime.fromtimestamp(started, UTC).isoformat(),
-            completed_at=datetime.fromtimestamp(now, UTC).isoformat(),
-            wall_time_s=now - started,
-            evidence_enabled=evidence is not None,
-        )
         try:
-            files = assemble_bundle(
-                manifest=manifest,
-                chunk_result=chunks,
-                lane_results=lane_results,
-                evidence_context=_evidence_payload(evidence),
+            published = publish_session_bundle(
+                store_root=store.bundles,
+                session_id=context.partition_key,
+                run_id=context.run_id,
+                pipeline=pipeline,
+                document=upstream["source_document"],
+                chunk_result=upstream["chunk_map"],
+                lane_results=[upstream[asset_name(lane.id)] for lane in pipeline.lanes],
+                evidence=upstream.get("evidence_context"),
+                started_at=_run_start(context),
+                completed_at=time.time(),
             )
-            encoded = encode_bundle(files)
-            publish_bundle(store.bundles, session_id, encoded)
         except NotariusError as exc:
             raise _fail(exc, "session_bundle") from None
-        totals = manifest["totals"]
+        manifest = published.manifest
         return MaterializeResult(
             metadata={
-                "session_id": session_id,
-                "files": len(encoded),
-                "validation_status": manifest["validation_status"],
-                "lanes": len(manifest["outputs"]),
-                "rejections": len(manifest["rejected"]),
-                "warnings": manifest["warnings"],
-                "llm_calls": totals["llm_calls"],
-                "prompt_tokens": totals["prompt_tokens"],
-                "completion_tokens": totals["completion_tokens"],
-                "cost_usd": totals["cost_usd"],
-                "wall_time_s": manifest["timing"]["wall_time_s"],
+                "session_id": manifest.session_id,
+                "files": published.files,
+                "validation_status": manifest.validation_status,
+                "lanes": len(manifest.outputs),
+                "rejections": len(manifest.rejected),
+                "warnings": manifest.warnings,
+                "llm_calls": manifest.totals.llm_calls,
+                "prompt_tokens": manifest.totals.prompt_tokens,
+                "completion_tokens": manifest.totals.completion_tokens,
+                "cost_usd": manifest.totals.cost_usd,
+                "wall_time_s": manifest.timing.wall_time_s,
             }
         )
 
     return session_bundle
-
-
-def _evidence_payload(value: Any) -> dict[str, Any] | None:
-    if value is None:
-        return None
-    dump = getattr(value, "model_dump", None)
-    return dump(mode="json") if callable(dump) else dict(value)
 
 
 def _run_start(context: AssetExecutionContext) -> float:

@@ -17,52 +17,12 @@ from notarius_dagster.cli_common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, ensure
 from notarius_dagster.settings import REPO_ROOT
 
 
-def _print_summary(bundle_dir: Path, wall: float) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    manifest = json.loads((bundle_dir / "manifest.json").read_text())
-    console = Console(stderr=False, width=120)
-    console.print(f"[bold]bundle[/bold] {bundle_dir}")
-    table = Table(
-        "lane",
-        "status",
-        "records",
-        "chunks",
-        "model calls",
-        "reused",
-        "rejections",
-        "warnings",
-        "rungs",
-    )
-    for lane in manifest["artifact_lanes"]:
-        rungs = lane["llm"]["structured_output_rungs"]
-        table.add_row(
-            lane["lane_id"],
-            lane["status"],
-            str(lane["records"]),
-            str(lane["chunks"]["total"]),
-            str(lane["llm"]["calls"]),
-            str(lane["chunks"]["reused"]),
-            str(lane["rejections"]),
-            str(lane["warnings"]),
-            ", ".join(f"{k}:{v}" for k, v in rungs.items()),
-        )
-    console.print(table)
-    t = manifest["totals"]
-    console.print(
-        f"validation: {manifest['validation_status']} · rejections: {len(manifest['rejected'])} · "
-        f"warnings: {manifest['warnings']} · LLM calls: {t['llm_calls']} · tokens: "
-        f"{t['prompt_tokens']}+{t['completion_tokens']} · cost: ${t['cost_usd']:.4f} · "
-        f"wall time: {wall:.1f}s"
-    )
-
-
 def cmd_run(args: argparse.Namespace) -> int:
     from notarius_dagster.engine.errors import NotariusError
     from notarius_dagster.engine.resolution import RuntimeBinding
     from notarius_dagster.engine.session_ids import session_id_from_filename, validate_session_id
     from notarius_dagster.engine.transcripts import register_transcript
+    from notarius_dagster.run_summary import print_summary
     from notarius_dagster.runner import run_session
 
     path = Path(args.path)
@@ -100,7 +60,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not outcome.success:
         print(f"error: run {outcome.run_id} failed: {outcome.error}", file=sys.stderr)
         return EXIT_FAILED
-    _print_summary(Path(args.out).resolve() / session_id, time.monotonic() - started)
+    print_summary(Path(args.out).resolve() / session_id, time.monotonic() - started)
     return EXIT_OK
 
 

@@ -1,4 +1,5 @@
-"""The JSON bundle: logical files, the encoder's refusals, and the atomic publish.
+"""Publishing a bundle: logical files, the encoder's refusals, and the atomic publish (what
+goes into the files is `bundle_assembly.py`'s; `session_bundle.py` chains the two).
 
 The encoder refuses (before anything is written) unsupported media types, values that are not
 valid JSON, unsafe logical paths and lane ids whose sanitized file names collide. Publishing
@@ -39,16 +40,21 @@ def lane_file(lane_id: str) -> str:
     return f"lanes/{sanitize_lane_file_name(lane_id)}.json"
 
 
-def _check_path(path: str) -> None:
+def is_safe_logical_path(path: str) -> bool:
+    """A relative POSIX path of plain segments: what a bundle may contain (and list)."""
     pure = PurePosixPath(path)
-    if (
+    return not (
         not path
         or path.startswith("/")
         or "\\" in path
         or pure.is_absolute()
         or any(not _SAFE_SEGMENT.match(part) for part in pure.parts)
         or any(part in (".", "..") for part in pure.parts)
-    ):
+    )
+
+
+def _check_path(path: str) -> None:
+    if not is_safe_logical_path(path):
         raise OutputError(f"unsafe logical path {path!r}; nothing was written")
 
 
@@ -168,7 +174,3 @@ def remove_bundle(root: Path, session_id: str) -> bool:
         link.unlink()
     shutil.rmtree(root / VERSIONS_DIR / session_id, ignore_errors=True)
     return existed
-
-
-def read_bundle_file(root: Path, session_id: str, rel: str) -> dict[str, Any]:
-    return json.loads((Path(root) / session_id / rel).read_text(encoding="utf-8"))

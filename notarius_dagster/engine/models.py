@@ -85,6 +85,28 @@ class Chunk(Frozen):
         )
 
 
+class ChunkView(Frozen):
+    """One published chunk: identity, position, unit range and ids, digest; never content."""
+
+    chunk_id: str
+    index: int = Field(ge=0)
+    start_unit_id: int
+    end_unit_id: int
+    unit_ids: list[int] = Field(min_length=1)
+    digest: str
+
+
+# The single source of `schemas/notarius.source.chunk_map.json` (its docstring is the schema's
+# description): ids, ranges and digests, no transcript text.
+class ChunkMapView(Frozen):
+    """`chunk-map.json`, as `ChunkMap.public_view()` renders it."""
+
+    source_id: str
+    source_digest: str
+    chunker: str
+    chunks: list[ChunkView]
+
+
 class ChunkMap(Frozen):
     """The validated chunks of one document, published as chunk-map.json (no transcript text)."""
 
@@ -93,24 +115,15 @@ class ChunkMap(Frozen):
     chunker: str
     chunks: tuple[Chunk, ...]
 
-    def public_view(self) -> dict[str, Any]:
-        """The published form: ids, indexes, ranges, unit ids and digests, no content."""
-        return {
-            "source_id": self.source_id,
-            "source_digest": self.source_digest,
-            "chunker": self.chunker,
-            "chunks": [
-                {
-                    "chunk_id": c.chunk_id,
-                    "index": c.index,
-                    "start_unit_id": c.start_unit_id,
-                    "end_unit_id": c.end_unit_id,
-                    "unit_ids": list(c.unit_ids),
-                    "digest": c.digest,
-                }
-                for c in self.chunks
-            ],
-        }
+    def public_view(self) -> ChunkMapView:
+        """The published form: every `ChunkView` field of each chunk (so never its content)."""
+        fields = set(ChunkView.model_fields)
+        return ChunkMapView(
+            source_id=self.source_id,
+            source_digest=self.source_digest,
+            chunker=self.chunker,
+            chunks=[ChunkView.model_validate(c.model_dump(include=fields)) for c in self.chunks],
+        )
 
 
 Stage = Literal["input", "chunk", "extract", "merge", "normalize", "validate", "output"]

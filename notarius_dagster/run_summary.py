@@ -1,0 +1,64 @@
+"""The summary `notarius run` prints after a successful run: one row per lane and a totals line,
+read from the published `manifest.json` as its model (what the bundle says, not what the
+process remembers)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from notarius_dagster.engine.bundle_documents import Manifest, read_manifest
+
+COLUMNS = (
+    "lane",
+    "status",
+    "records",
+    "chunks",
+    "model calls",
+    "reused",
+    "rejections",
+    "warnings",
+    "rungs",
+)
+
+
+def lane_table(manifest: Manifest) -> Table:
+    """One row per lane: outcome, records, chunk accounting, calls, and structured-output
+    rungs."""
+    table = Table(*COLUMNS)
+    for lane in manifest.artifact_lanes:
+        table.add_row(
+            lane.lane_id,
+            lane.status,
+            str(lane.records),
+            str(lane.chunks.total),
+            str(lane.llm.calls),
+            str(lane.chunks.reused),
+            str(lane.rejections),
+            str(lane.warnings),
+            ", ".join(f"{k}:{v}" for k, v in lane.llm.structured_output_rungs.items()),
+        )
+    return table
+
+
+def totals_line(manifest: Manifest, wall: float) -> str:
+    """Validation, rejections, warnings, calls, tokens, cost, and the wall time `wall` (in
+    seconds, as the command measured it)."""
+    t = manifest.totals
+    return (
+        f"validation: {manifest.validation_status} · rejections: {len(manifest.rejected)} · "
+        f"warnings: {manifest.warnings} · LLM calls: {t.llm_calls} · tokens: "
+        f"{t.prompt_tokens}+{t.completion_tokens} · cost: ${t.cost_usd:.4f} · "
+        f"wall time: {wall:.1f}s"
+    )
+
+
+def print_summary(bundle_dir: Path, wall: float, console: Console | None = None) -> None:
+    """Print the summary of the bundle published at `bundle_dir` to stdout (or `console`)."""
+    manifest = read_manifest(bundle_dir)
+    console = console or Console(stderr=False, width=120)
+    console.print(f"[bold]bundle[/bold] {bundle_dir}")
+    console.print(lane_table(manifest))
+    console.print(totals_line(manifest, wall))
