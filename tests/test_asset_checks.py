@@ -1,5 +1,6 @@
 """Asset checks on lanes and the bundle, and the lane preview table: what they find, and that
-they run per session partition inside the session job."""
+they run per session partition inside the session job. What the bundle check finds is tested
+without Dagster in test_bundle_check.py."""
 
 from __future__ import annotations
 
@@ -13,19 +14,12 @@ from dagster._core.events import DagsterEventType
 
 from assets.checks import (
     MAX_REJECTION_RATE_ENV,
-    bundle_problems,
     max_rejection_rate,
     refs_result,
     rejection_result,
     schema_result,
 )
 from assets.metadata import PREVIEW_CELL_CHARS, preview_table
-from notarius_dagster.engine.bundle import (
-    JSON_MEDIA_TYPE,
-    LogicalFile,
-    encode_bundle,
-    publish_bundle,
-)
 from notarius_dagster.engine.errors import NotariusError
 from notarius_dagster.engine.lane_runner import LaneResult, LaneStats
 from notarius_dagster.engine.transcripts import register_transcript
@@ -167,54 +161,6 @@ def test_a_bad_threshold_names_the_variable(monkeypatch: pytest.MonkeyPatch, val
     monkeypatch.setenv(MAX_REJECTION_RATE_ENV, value)
     with pytest.raises(NotariusError, match=MAX_REJECTION_RATE_ENV):
         max_rejection_rate()
-
-
-# --- bundle check ----------------------------------------------------------------------------
-
-def publish(root: Path, session: str = "s1") -> Path:
-    index = {"session_id": session,
-             "files": {"manifest": "manifest.json", "warnings": "warnings.json",
-                       "rejected": "rejected.json"},
-             "chunk_map": {"file": "chunk-map.json", "kind": "source/chunk-map"},
-             "lanes": [{"lane_id": "npcs", "file": "lanes/npcs.json", "kind": "dnd/npc-list"}]}
-    files = [LogicalFile("index.json", JSON_MEDIA_TYPE, index),
-             LogicalFile("manifest.json", JSON_MEDIA_TYPE, {}),
-             LogicalFile("warnings.json", JSON_MEDIA_TYPE, []),
-             LogicalFile("rejected.json", JSON_MEDIA_TYPE, []),
-             LogicalFile("chunk-map.json", JSON_MEDIA_TYPE, {}),
-             LogicalFile("lanes/npcs.json", JSON_MEDIA_TYPE, npc_payload([("s1", 1, 1)]))]
-    return publish_bundle(root, session, encode_bundle(files))
-
-
-def test_a_consistent_bundle_has_no_problems(tmp_path: Path) -> None:
-    problems, listed = bundle_problems(publish(tmp_path))
-    assert problems == [] and listed == 6
-
-
-def test_a_stray_lane_file_is_reported(tmp_path: Path) -> None:
-    bundle = publish(tmp_path)
-    (bundle / "lanes" / "spells.json").write_text("{}")
-    assert bundle_problems(bundle)[0] == ["lanes/spells.json: lane file not listed in index.json"]
-
-
-def test_a_missing_or_unparsable_listed_file_is_reported(tmp_path: Path) -> None:
-    bundle = publish(tmp_path)
-    (bundle / "lanes" / "npcs.json").unlink()
-    (bundle / "manifest.json").write_text("{not json")
-    problems = bundle_problems(bundle)[0]
-    assert "lanes/npcs.json: listed in index.json but missing" in problems
-    assert "manifest.json: does not parse (JSONDecodeError)" in problems
-
-
-def test_a_lane_file_of_another_kind_is_reported(tmp_path: Path) -> None:
-    bundle = publish(tmp_path)
-    (bundle / "lanes" / "npcs.json").write_text(json.dumps({"kind": "dnd/spell-list"}))
-    assert any("differs from index.json" in p for p in bundle_problems(bundle)[0])
-
-
-def test_no_published_bundle_is_a_problem(tmp_path: Path) -> None:
-    assert bundle_problems(tmp_path / "nothing")[0] == ["index.json: missing (no bundle is "
-                                                        "published)"]
 
 
 # --- preview ---------------------------------------------------------------------------------

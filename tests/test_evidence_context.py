@@ -29,6 +29,8 @@ from pydantic import BaseModel, ConfigDict
 from assets.evidence import build_evidence_context_asset
 from notarius_dagster.engine.artifact_kinds import ArtifactKind, register_kind
 from notarius_dagster.engine.bundle import encode_bundle
+from notarius_dagster.engine.bundle_assembly import assemble_bundle
+from notarius_dagster.engine.bundle_documents import EVIDENCE_DESCRIPTOR as EVIDENCE_MODEL
 from notarius_dagster.engine.catalog import CATALOG, ModuleSpec
 from notarius_dagster.engine.chunk_stage import ChunkResult
 from notarius_dagster.engine.chunking import make_chunk
@@ -40,13 +42,13 @@ from notarius_dagster.engine.lane_runner import LaneResult, LaneStats
 from notarius_dagster.engine.manifest import build_manifest
 from notarius_dagster.engine.models import ChunkMap, SourceDocument, SourceRef
 from notarius_dagster.engine.output_options import validate_output_options
-from notarius_dagster.engine.publication import EVIDENCE_DESCRIPTOR, assemble_bundle
 from notarius_dagster.engine.resolution import ResolvedPipeline, resolve_pipeline
 from tests.conftest import make_document
 
 REPO = Path(__file__).resolve().parent.parent
 SCHEMA = json.loads((REPO / "schemas" / "notarius.source.evidence_context.json").read_text())
 CHUNK_MAP_SCHEMA = json.loads((REPO / "schemas" / "notarius.source.chunk_map.json").read_text())
+EVIDENCE_DESCRIPTOR = EVIDENCE_MODEL.model_dump(mode="json")  # as index.json publishes it
 
 
 # --- test artifact kinds: plural references, a singular-reference "scene", and an opaque kind
@@ -204,8 +206,7 @@ def published_files(evidence: EvidenceContext | None,
                               chunk_result=chunks, lane_results=results, started_at="t0",
                               completed_at="t1", wall_time_s=1.0, evidence_enabled=False)
     files = assemble_bundle(manifest=manifest, chunk_result=chunks, lane_results=results,
-                            evidence_context=None if evidence is None
-                            else evidence.model_dump(mode="json"))
+                            evidence_context=evidence)
     return {name: json.loads(data) for name, data in encode_bundle(files).items()}
 
 
@@ -647,7 +648,8 @@ def test_checked_in_bundle_schemas_are_current() -> None:
 
 GENERIC = [REPO / "notarius_dagster" / "engine" / "evidence.py",
            REPO / "notarius_dagster" / "engine" / "bundle_schemas.py",
-           REPO / "notarius_dagster" / "engine" / "publication.py",
+           REPO / "notarius_dagster" / "engine" / "bundle_assembly.py",
+           REPO / "notarius_dagster" / "engine" / "bundle_documents.py",
            REPO / "assets" / "evidence.py"]
 
 

@@ -277,7 +277,8 @@ def test_no_scene_prose_reaches_prompts_warnings_metadata_or_manifest(
         "prompts": [[r.system, r.user, r.schema_] for r in client.requests],
         "warnings": [w.model_dump() for w in result.warnings],
         "metadata": result.metadata, "payload": result.payload,
-        "manifest_lane": lane_summary(result, pipeline), "provenance": dict(provenance),
+        "manifest_lane": lane_summary(result, pipeline).model_dump(mode="json"),
+        "provenance": dict(provenance),
     })
     assert not [p for p in PROSE if p in exposed]
     assert "scene_descriptions" not in json.dumps(result.payload)

@@ -106,6 +106,12 @@ class LaneDescriptor(Frozen):
     records: int = Field(ge=0, description="the number of items of the lane's list")
 
 
+def _absent_when_unset(schema: dict[str, Any]) -> None:
+    """An optional descriptor is absent from the published index, never null: its schema
+    states no default."""
+    schema.pop("default", None)
+
+
 class Index(Frozen):
     """`index.json`: what the bundle holds; a consumer finds every other file through it.
     `chunk_map` is absent when chunking was rejected, `evidence_context` unless evidence
@@ -119,8 +125,12 @@ class Index(Frozen):
     validation_status: ValidationStatus
     files: BundleFiles
     lanes: tuple[LaneDescriptor, ...] = Field(description="accepted lane outputs, by lane id")
-    chunk_map: DocumentDescriptor | SkipJsonSchema[None] = None
-    evidence_context: DocumentDescriptor | SkipJsonSchema[None] = None
+    chunk_map: DocumentDescriptor | SkipJsonSchema[None] = Field(
+        default=None, json_schema_extra=_absent_when_unset
+    )
+    evidence_context: DocumentDescriptor | SkipJsonSchema[None] = Field(
+        default=None, json_schema_extra=_absent_when_unset
+    )
 
     @model_serializer(mode="wrap")
     def _omit_absent_descriptors(self, handler: Any) -> dict[str, Any]:
