@@ -21,17 +21,17 @@ from dagster import (
     SensorResult,
     sensor,
 )
-# Dagster's run tags for the sensor, partition and run key of a run (no public constants yet).
-from dagster._core.storage.tags import PARTITION_NAME_TAG, RUN_KEY_TAG, SENSOR_NAME_TAG
+from dagster._core.storage.tags import (  # Dagster's run tags; no public constants yet
+    PARTITION_NAME_TAG,
+    RUN_KEY_TAG,
+    SENSOR_NAME_TAG,
+)
 
 from assets.jobs import materialize_session
 from assets.partitions import sessions_partitions
 from notarius_dagster.engine.inputs import EXTENSION_FORMATS
 from notarius_dagster.inbox import InboxCursor, InboxLimits, InboxTranscript, take_inbox
 from notarius_dagster.store import StorePaths
-
-__all__ = ["INBOX_SENSOR_NAME", "InboxLimits", "build_inbox_sensor", "build_sensors",
-           "run_key_for"]
 
 INBOX_SENSOR_NAME = "inbox_sensor"
 _MAX_REVISIONS = 100
