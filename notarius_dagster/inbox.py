@@ -53,8 +53,18 @@ HASH_PREFIX = 16
 """Hex digits of the content hash kept in the cursor: enough to tell versions of one file apart."""
 
 _TEMP_PREFIXES = (".", "~", "#")
-_TEMP_SUFFIXES = ("~", ".tmp", ".temp", ".part", ".partial", ".crdownload", ".download",
-                  ".swp", ".swx", ".lock")
+_TEMP_SUFFIXES = (
+    "~",
+    ".tmp",
+    ".temp",
+    ".part",
+    ".partial",
+    ".crdownload",
+    ".download",
+    ".swp",
+    ".swx",
+    ".lock",
+)
 _SHOWN_NAME = 80
 _UTF8_BOM = b"\xef\xbb\xbf"
 
@@ -113,8 +123,9 @@ class InboxCursor:
             seen = data.get("seen", {})
             resume = data.get("resume_after")
             if isinstance(seen, dict) and all(isinstance(v, str) for v in seen.values()):
-                return cls(seen=dict(seen), resume_after=resume if isinstance(resume, str)
-                           else None)
+                return cls(
+                    seen=dict(seen), resume_after=resume if isinstance(resume, str) else None
+                )
         except (ValueError, AttributeError):
             pass
         return cls()
@@ -215,12 +226,14 @@ def session_of(name: str) -> str | Skipped:
     try:
         return session_id_from_filename(name)
     except SessionIdError:
-        return Skipped(name, "no session id can be derived from the file name (it needs "
-                             "letters or digits)")
+        return Skipped(
+            name, "no session id can be derived from the file name (it needs letters or digits)"
+        )
 
 
-def read_whole(path: Path, session_id: str, *, settle_s: float,
-               now: float) -> InboxTranscript | Skipped:
+def read_whole(
+    path: Path, session_id: str, *, settle_s: float, now: float
+) -> InboxTranscript | Skipped:
     """The file's content if it looks whole: settled (not modified in the last `settle_s`
     seconds), the same size before and after reading, UTF-8, and for JSON Lines a last line
     that parses. Reasons name the file, never its content or path."""
@@ -229,8 +242,9 @@ def read_whole(path: Path, session_id: str, *, settle_s: float,
         before = path.stat()
         age = now - before.st_mtime
         if age < settle_s:
-            return Skipped(name, f"modified {max(age, 0):.1f}s ago; waiting for it to settle",
-                           later=True)
+            return Skipped(
+                name, f"modified {max(age, 0):.1f}s ago; waiting for it to settle", later=True
+            )
         with path.open("rb") as handle:
             content = handle.read()
             after = os.fstat(handle.fileno())
@@ -238,22 +252,28 @@ def read_whole(path: Path, session_id: str, *, settle_s: float,
         return Skipped(name, f"cannot be read ({exc.strerror or type(exc).__name__})")
     if not stat.S_ISREG(after.st_mode):
         return Skipped(name, "is not a regular file")
-    if (before.st_size, before.st_mtime_ns) != (after.st_size, after.st_mtime_ns) or \
-            len(content) != after.st_size:
+    if (before.st_size, before.st_mtime_ns) != (after.st_size, after.st_mtime_ns) or len(
+        content
+    ) != after.st_size:
         return Skipped(name, "changed while being read; still being written", later=True)
     if not content.strip():
         return Skipped(name, "is empty; still being written?", later=True)
-    body = content[len(_UTF8_BOM):] if content.startswith(_UTF8_BOM) else content
+    body = content[len(_UTF8_BOM) :] if content.startswith(_UTF8_BOM) else content
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = body.count(b"\n", 0, exc.start) + 1
         return Skipped(name, f"is not UTF-8 (line {line}); transcripts must be UTF-8")
     if EXTENSION_FORMATS[path.suffix.lower()] == "jsonl" and not _last_line_is_whole(text):
-        return Skipped(name, "its last line is not a whole JSON object; still being written?",
-                       later=True)
-    return InboxTranscript(name=name, session_id=session_id, content=content,
-                           sha256=hashlib.sha256(content).hexdigest())
+        return Skipped(
+            name, "its last line is not a whole JSON object; still being written?", later=True
+        )
+    return InboxTranscript(
+        name=name,
+        session_id=session_id,
+        content=content,
+        sha256=hashlib.sha256(content).hexdigest(),
+    )
 
 
 def _last_line_is_whole(text: str) -> bool:
@@ -272,9 +292,13 @@ def _rotated(names: list[str], resume_after: str | None) -> list[str]:
     return names[start:] + names[:start]
 
 
-def scan_inbox(inbox: Path, cursor: InboxCursor, limits: InboxLimits,
-               now: float | None = None,
-               partitions: Collection[str] | None = None) -> InboxScan:
+def scan_inbox(
+    inbox: Path,
+    cursor: InboxCursor,
+    limits: InboxLimits,
+    now: float | None = None,
+    partitions: Collection[str] | None = None,
+) -> InboxScan:
     """One look at the inbox, without side effects: which transcripts are new or changed
     (compared with `cursor`) or lack their partition (when `partitions`, the existing session
     partitions, is given), which files are skipped and why, and the next cursor."""
@@ -305,8 +329,12 @@ def scan_inbox(inbox: Path, cursor: InboxCursor, limits: InboxLimits,
             continue
         if len(by_session[session]) > 1:
             others = ", ".join(shown(n) for n in by_session[session] if n != name)
-            skipped.append(Skipped(name, f"gives session id {session!r}, as does {others}; "
-                                         "keep one file per session"))
+            skipped.append(
+                Skipped(
+                    name,
+                    f"gives session id {session!r}, as does {others}; keep one file per session",
+                )
+            )
             continue
         found = read_whole(inbox / name, session, settle_s=limits.settle_s, now=now)
         if isinstance(found, Skipped):
@@ -320,9 +348,13 @@ def scan_inbox(inbox: Path, cursor: InboxCursor, limits: InboxLimits,
             readded.add(session)
         changed.append(found)
         seen[session] = prefix
-    return InboxScan(changed=tuple(changed), readded=frozenset(readded),
-                     skipped=tuple(skipped), unchanged=unchanged,
-                     cursor=InboxCursor(seen=seen, resume_after=resume_after))
+    return InboxScan(
+        changed=tuple(changed),
+        readded=frozenset(readded),
+        skipped=tuple(skipped),
+        unchanged=unchanged,
+        cursor=InboxCursor(seen=seen, resume_after=resume_after),
+    )
 
 
 def register_content(store: Path, transcript: InboxTranscript) -> None:
@@ -334,20 +366,31 @@ def register_content(store: Path, transcript: InboxTranscript) -> None:
         register_transcript(store, transcript.session_id, staged)
 
 
-def take_inbox(inbox: Path, transcripts: Path, cursor: InboxCursor, limits: InboxLimits, *,
-               partitions: Collection[str] | None = None,
-               now: float | None = None) -> InboxIntake:
+def take_inbox(
+    inbox: Path,
+    transcripts: Path,
+    cursor: InboxCursor,
+    limits: InboxLimits,
+    *,
+    partitions: Collection[str] | None = None,
+    now: float | None = None,
+) -> InboxIntake:
     """Scan the inbox and copy each new or changed transcript into the transcript store
     (`transcripts`). A transcript that cannot be copied is not taken, and the cursor keeps its
     previous hash so a later look tries again. A missing inbox is reported, not created."""
     if not inbox.is_dir():
-        return InboxIntake(taken=(), readded=frozenset(), log=(), cursor=cursor,
-                           summary=f"the inbox folder {inbox} does not exist "
-                                   "(set NOTARIUS_INBOX or create it)")
+        return InboxIntake(
+            taken=(),
+            readded=frozenset(),
+            log=(),
+            cursor=cursor,
+            summary=f"the inbox folder {inbox} does not exist (set NOTARIUS_INBOX or create it)",
+        )
     scan = scan_inbox(inbox, cursor, limits, now=now, partitions=partitions)
-    log = [LogLine("info" if skip.later else "warning", f"skipped {shown(skip.name)}: "
-                                                         f"{skip.reason}")
-           for skip in scan.skipped]
+    log = [
+        LogLine("info" if skip.later else "warning", f"skipped {shown(skip.name)}: {skip.reason}")
+        for skip in scan.skipped
+    ]
     taken: list[InboxTranscript] = []
     seen = dict(scan.cursor.seen)
     for transcript in scan.changed:
@@ -355,9 +398,14 @@ def take_inbox(inbox: Path, transcripts: Path, cursor: InboxCursor, limits: Inbo
         try:
             register_content(transcripts, transcript)
         except OSError as exc:
-            log.append(LogLine("warning", f"skipped {shown(transcript.name)}: cannot copy it "
-                                          "into the transcript store "
-                                          f"({exc.strerror or type(exc).__name__})"))
+            log.append(
+                LogLine(
+                    "warning",
+                    f"skipped {shown(transcript.name)}: cannot copy it "
+                    "into the transcript store "
+                    f"({exc.strerror or type(exc).__name__})",
+                )
+            )
             previous = cursor.seen.get(session)
             if previous is None:
                 seen.pop(session, None)
@@ -365,15 +413,22 @@ def take_inbox(inbox: Path, transcripts: Path, cursor: InboxCursor, limits: Inbo
                 seen[session] = previous
             continue
         readded = session in scan.readded
-        log.append(LogLine("info", f"{shown(transcript.name)} -> session {session!r} "
-                                   f"(content sha256 {transcript.sha256[:HASH_PREFIX]}...)"
-                                   + ("; its partition was deleted, adding it again"
-                                      if readded else "")))
+        log.append(
+            LogLine(
+                "info",
+                f"{shown(transcript.name)} -> session {session!r} "
+                f"(content sha256 {transcript.sha256[:HASH_PREFIX]}...)"
+                + ("; its partition was deleted, adding it again" if readded else ""),
+            )
+        )
         taken.append(transcript)
-    return InboxIntake(taken=tuple(taken), readded=scan.readded & {t.session_id for t in taken},
-                       log=tuple(log),
-                       cursor=InboxCursor(seen=seen, resume_after=scan.cursor.resume_after),
-                       summary=_summary(scan))
+    return InboxIntake(
+        taken=tuple(taken),
+        readded=scan.readded & {t.session_id for t in taken},
+        log=tuple(log),
+        cursor=InboxCursor(seen=seen, resume_after=scan.cursor.resume_after),
+        summary=_summary(scan),
+    )
 
 
 def _summary(scan: InboxScan) -> str:

@@ -17,8 +17,9 @@ SETTLED = 60.0  # seconds: files written by the tests are dated this far back un
 
 
 def unit_lines(*texts: str) -> str:
-    return "".join(json.dumps({"unit_id": i, "speaker": "MATT", "text": t}) + "\n"
-                   for i, t in enumerate(texts))
+    return "".join(
+        json.dumps({"unit_id": i, "speaker": "MATT", "text": t}) + "\n" for i, t in enumerate(texts)
+    )
 
 
 def drop(inbox: Path, name: str, content: str | bytes, age: float = SETTLED) -> Path:
@@ -47,8 +48,13 @@ class Looker:
 
     def look(self) -> list[str]:
         """The sessions this look took, in order."""
-        self.intake = take_inbox(self.inbox, self.transcripts, InboxCursor.from_json(self.cursor),
-                                 self.limits, partitions=self.partitions)
+        self.intake = take_inbox(
+            self.inbox,
+            self.transcripts,
+            InboxCursor.from_json(self.cursor),
+            self.limits,
+            partitions=self.partitions,
+        )
         self.cursor = self.intake.cursor.to_json()
         taken = [t.session_id for t in self.intake.taken]
         self.partitions |= set(taken)
@@ -74,18 +80,25 @@ def looker(inbox: Path, tmp_path: Path) -> Looker:
 
 
 def test_limits_come_from_the_environment() -> None:
-    limits = InboxLimits.from_env({"NOTARIUS_INBOX_INTERVAL": "1", "NOTARIUS_INBOX_MAX_SCAN": "7",
-                                   "NOTARIUS_INBOX_MAX_RUNS": "3",
-                                   "NOTARIUS_INBOX_SETTLE_SECONDS": "0.5"})
+    limits = InboxLimits.from_env(
+        {
+            "NOTARIUS_INBOX_INTERVAL": "1",
+            "NOTARIUS_INBOX_MAX_SCAN": "7",
+            "NOTARIUS_INBOX_MAX_RUNS": "3",
+            "NOTARIUS_INBOX_SETTLE_SECONDS": "0.5",
+        }
+    )
     assert limits == InboxLimits(interval_s=1, max_scan=7, max_runs=3, settle_s=0.5)
-    assert InboxLimits.from_env({}) == InboxLimits(interval_s=5, max_scan=200, max_runs=10,
-                                                   settle_s=2.0)
+    assert InboxLimits.from_env({}) == InboxLimits(
+        interval_s=5, max_scan=200, max_runs=10, settle_s=2.0
+    )
     with pytest.raises(ValueError, match="NOTARIUS_INBOX_MAX_RUNS"):
         InboxLimits.from_env({"NOTARIUS_INBOX_MAX_RUNS": "0"})
 
 
-def test_a_new_transcript_is_copied_into_the_store_byte_for_byte(looker: Looker,
-                                                                 inbox: Path) -> None:
+def test_a_new_transcript_is_copied_into_the_store_byte_for_byte(
+    looker: Looker, inbox: Path
+) -> None:
     content = unit_lines("Gustav waves.", "Hello.")
     drop(inbox, "Session 042.jsonl", content)
     assert looker.look() == ["session-042"]
@@ -96,20 +109,23 @@ def test_a_new_transcript_is_copied_into_the_store_byte_for_byte(looker: Looker,
     assert looker.intake.summary == "no new or changed transcripts (1 unchanged)"
 
 
-def test_files_that_wait_are_info_and_files_to_fix_are_warnings(looker: Looker,
-                                                                inbox: Path) -> None:
+def test_files_that_wait_are_info_and_files_to_fix_are_warnings(
+    looker: Looker, inbox: Path
+) -> None:
     drop(inbox, "notes.md", "x")
     drop(inbox, "fresh.vtt", "WEBVTT\n", age=0)
     looker.look()
     assert looker.intake is not None
     levels = {line.message.split(":")[0]: line.level for line in looker.intake.log}
     assert levels == {"skipped 'fresh.vtt'": "info", "skipped 'notes.md'": "warning"}
-    assert looker.intake.summary == ("no new or changed transcripts (0 unchanged, 2 skipped: "
-                                     "see the tick's log)")
+    assert looker.intake.summary == (
+        "no new or changed transcripts (0 unchanged, 2 skipped: see the tick's log)"
+    )
 
 
-def test_a_half_written_file_is_picked_up_by_a_later_look_once_whole(looker: Looker,
-                                                                     inbox: Path) -> None:
+def test_a_half_written_file_is_picked_up_by_a_later_look_once_whole(
+    looker: Looker, inbox: Path
+) -> None:
     whole = unit_lines("first", "second")
     drop(inbox, "s2.jsonl", whole[:-10])
     assert looker.look() == []
@@ -129,8 +145,14 @@ def test_a_file_modified_moments_ago_waits_until_it_settles(looker: Looker, inbo
 
 
 def test_dotfiles_and_temporary_files_are_ignored_silently(looker: Looker, inbox: Path) -> None:
-    for name in (".hidden.jsonl", "s4.jsonl.part", "s5.jsonl.tmp", "~s6.txt", "s7.txt~",
-                 "s8.srt.crdownload"):
+    for name in (
+        ".hidden.jsonl",
+        "s4.jsonl.part",
+        "s5.jsonl.tmp",
+        "~s6.txt",
+        "s7.txt~",
+        "s8.srt.crdownload",
+    ):
         drop(inbox, name, unit_lines("x"))
     (inbox / "folder.jsonl").mkdir()
     assert looker.look() == []
@@ -155,7 +177,8 @@ def test_a_look_takes_at_most_max_runs_and_the_rest_wait(inbox: Path, tmp_path: 
 
 
 def test_a_look_reads_at_most_max_scan_files_and_the_next_resumes_after_them(
-        inbox: Path, tmp_path: Path) -> None:
+    inbox: Path, tmp_path: Path
+) -> None:
     looker = Looker(inbox, tmp_path / "transcripts", max_scan=2)
     for n in range(3):
         drop(inbox, f"s{n}.jsonl", unit_lines(f"text {n}"))
@@ -170,8 +193,7 @@ def test_a_look_reads_at_most_max_scan_files_and_the_next_resumes_after_them(
     assert sum(keys.count("a-late") for keys in later) == 1
 
 
-def test_the_cursor_stays_compact_and_removed_files_drop_out(looker: Looker,
-                                                             inbox: Path) -> None:
+def test_the_cursor_stays_compact_and_removed_files_drop_out(looker: Looker, inbox: Path) -> None:
     for n in range(40):
         drop(inbox, f"session-{n:03}.jsonl", unit_lines(f"text {n}" * 50))
     for _ in range(4):
@@ -185,8 +207,9 @@ def test_the_cursor_stays_compact_and_removed_files_drop_out(looker: Looker,
     assert sorted(looker.seen()) == [f"session-{n:03}" for n in range(30, 40)]
 
 
-def test_an_unchanged_file_whose_partition_is_gone_is_taken_again(looker: Looker,
-                                                                   inbox: Path) -> None:
+def test_an_unchanged_file_whose_partition_is_gone_is_taken_again(
+    looker: Looker, inbox: Path
+) -> None:
     drop(inbox, "s1.jsonl", unit_lines("a"))
     assert looker.look() == ["s1"]
     assert looker.look() == []
@@ -197,7 +220,8 @@ def test_an_unchanged_file_whose_partition_is_gone_is_taken_again(looker: Looker
 
 
 def test_a_transcript_that_cannot_be_copied_is_not_taken_and_tried_again(
-        inbox: Path, tmp_path: Path) -> None:
+    inbox: Path, tmp_path: Path
+) -> None:
     blocked = tmp_path / "blocked"
     looker = Looker(inbox, blocked / "transcripts")
     first = unit_lines("a")
@@ -207,8 +231,9 @@ def test_a_transcript_that_cannot_be_copied_is_not_taken_and_tried_again(
     (blocked / "transcripts").rename(tmp_path / "kept")
     (blocked / "transcripts").write_text("")  # a file where the store folder should be
     assert looker.look() == []
-    assert any("'s1.jsonl': cannot copy it into the transcript store" in line
-               for line in looker.log)
+    assert any(
+        "'s1.jsonl': cannot copy it into the transcript store" in line for line in looker.log
+    )
     assert str(tmp_path) not in "\n".join(looker.log)
     assert looker.seen() == {"s1": sha(first)[:16]}  # the edit still counts as new
     (blocked / "transcripts").unlink()

@@ -4,11 +4,8 @@ without Dagster in tests/test_inbox.py."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
-import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,25 +24,7 @@ from dagster._core.test_utils import create_run_for_test
 from assets.sensors import INBOX_SENSOR_NAME, build_inbox_sensor, build_sensors
 from notarius_dagster.inbox import InboxLimits
 from notarius_dagster.store import StorePaths, store_paths
-
-SETTLED = 60.0  # seconds: files written by the tests are dated this far back unless stated
-
-
-def unit_lines(*texts: str) -> str:
-    return "".join(json.dumps({"unit_id": i, "speaker": "MATT", "text": t}) + "\n"
-                   for i, t in enumerate(texts))
-
-
-def drop(inbox: Path, name: str, content: str | bytes, age: float = SETTLED) -> Path:
-    path = inbox / name
-    path.write_bytes(content.encode() if isinstance(content, str) else content)
-    stamp = time.time() - age
-    os.utime(path, (stamp, stamp))
-    return path
-
-
-def sha(content: str | bytes) -> str:
-    return hashlib.sha256(content.encode() if isinstance(content, str) else content).hexdigest()
+from tests.test_inbox import drop, sha, unit_lines
 
 
 def requested(result: SensorResult) -> list[str]:

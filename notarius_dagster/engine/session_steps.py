@@ -234,4 +234,3 @@ def run_lane_step(
             "references": tuple(provenance),
         }
     )
-
