@@ -4,10 +4,16 @@
 
 A lane that consumes another lane's artifact depends on that lane's asset, so the graph shows
 the reference and a failed producer stops its consumers. Every asset is partitioned by session
-and calls one engine function."""
+and calls one engine function (`engine/session_steps.py` for the steps before the bundle); its
+body turns engine errors into a `Failure` (or a retry for a transient LLM error) and records
+metadata.
+
+Runtime references reach a run one way: as the `RuntimeReferences` run config of the assets
+that take it (`source_document`, `chunk_map` and every lane), which is what a run launched in
+the UI gives and what `notarius run --reference/--unbind` passes (`runtime_references_config`)."""
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dagster import (
@@ -27,23 +33,25 @@ from dagster import (
 from assets.code_versions import chunk_code_version, lane_code_version
 from assets.metadata import lane_metadata
 from assets.partitions import sessions_partitions
-from notarius_dagster.engine.chunk_stage import ChunkResult, run_chunk_stage
+from notarius_dagster.engine.chunk_stage import ChunkResult
 from notarius_dagster.engine.errors import LLMError, LLMUnavailableError, NotariusError
-from notarius_dagster.engine.inputs import parse_transcript
-from notarius_dagster.engine.lane_runner import LaneResult, LaneStats, run_lane
+from notarius_dagster.engine.lane_runner import LaneResult
 from notarius_dagster.engine.models import SourceDocument
-from notarius_dagster.engine.references import prepare_file, prepare_lane_references
-from notarius_dagster.engine.resolution import ResolvedLane, ResolvedPipeline, RuntimeBinding
+from notarius_dagster.engine.resolution import ResolvedLane, ResolvedPipeline
 from notarius_dagster.engine.session_bundle import publish_session_bundle
-from notarius_dagster.engine.transcripts import stored_transcript
+from notarius_dagster.engine.session_steps import (
+    RunPipeline,
+    RuntimeOverrides,
+    chunk_document,
+    load_source_document,
+    run_lane_step,
+)
 from notarius_dagster.llm.client import TransientLLMError
 from resources.bundle_store import BundleStore
 from resources.llm import LLMResource
 
 TRANSCRIPT = AssetKey("transcript")
 GROUP = "session"
-
-Reresolve = Callable[[Sequence[RuntimeBinding], Sequence[str]], ResolvedPipeline]
 
 
 class RuntimeReferences(Config):
@@ -54,15 +62,26 @@ class RuntimeReferences(Config):
     references: dict[str, str] = {}
     unbind: list[str] = []
 
-    def active(self) -> bool:
-        return bool(self.references or self.unbind)
-
-    def bindings(self) -> list[RuntimeBinding]:
-        return [RuntimeBinding(selector=k, path=v) for k, v in sorted(self.references.items())]
+    def overrides(self) -> RuntimeOverrides:
+        return RuntimeOverrides(references=dict(self.references), unbind=tuple(self.unbind))
 
 
 def asset_name(lane_id: str) -> str:
     return lane_id.replace("-", "_")
+
+
+def runtime_reference_assets(pipeline: ResolvedPipeline) -> list[str]:
+    """The assets that take `RuntimeReferences` config, in graph order."""
+    return ["source_document", "chunk_map", *(asset_name(lane.id) for lane in pipeline.lanes)]
+
+
+def runtime_references_config(
+    pipeline: ResolvedPipeline, references: Mapping[str, str], unbind: Sequence[str]
+) -> dict[str, Any]:
+    """Run config giving every asset that takes it the same runtime references (what
+    `notarius run` passes; in the UI a person may give them to some assets only)."""
+    config = {"references": dict(references), "unbind": list(unbind)}
+    return {"ops": {name: {"config": config} for name in runtime_reference_assets(pipeline)}}
 
 
 def _fail(exc: NotariusError, what: str) -> Failure:
@@ -70,14 +89,7 @@ def _fail(exc: NotariusError, what: str) -> Failure:
     return Failure(description=f"{what}: {exc}")
 
 
-def build_source_document_asset(pipeline: ResolvedPipeline) -> AssetsDefinition:
-    file_bindings = [
-        b
-        for s in (pipeline.chunk, *[st for ln in pipeline.lanes for st in ln.stages()])
-        for b in s.references
-        if b.origin == "file"
-    ]
-
+def build_source_document_asset(plan: RunPipeline) -> AssetsDefinition:
     @asset(
         name="source_document",
         group_name=GROUP,
@@ -87,18 +99,12 @@ def build_source_document_asset(pipeline: ResolvedPipeline) -> AssetsDefinition:
         description="The session transcript parsed into ordered, validated source units.",
     )
     def source_document(
-        context: AssetExecutionContext, store: BundleStore
+        context: AssetExecutionContext, config: RuntimeReferences, store: BundleStore
     ) -> Output[SourceDocument]:
-        session_id = context.partition_key
         try:
-            for binding in file_bindings:  # external references fail before any parsing
-                prepare_file(binding)
-            path = stored_transcript(store.transcripts, session_id)
-            document = parse_transcript(
-                path.read_bytes(),
-                file_name=path.name,
-                source_id=session_id,
-                input_format=pipeline.input_format,
+            document = load_source_document(
+                plan, config.overrides(), transcripts=store.transcripts,
+                session_id=context.partition_key,
             )
         except NotariusError as exc:
             raise _fail(exc, "source_document") from None
@@ -115,33 +121,25 @@ def build_source_document_asset(pipeline: ResolvedPipeline) -> AssetsDefinition:
     return source_document
 
 
-def build_chunk_map_asset(pipeline: ResolvedPipeline) -> AssetsDefinition:
+def build_chunk_map_asset(plan: RunPipeline) -> AssetsDefinition:
     @asset(
         name="chunk_map",
         group_name=GROUP,
         partitions_def=sessions_partitions,
-        code_version=chunk_code_version(pipeline),
-        description=f"Validated chunks ({pipeline.chunk.module} chunker).",
+        code_version=chunk_code_version(plan.pipeline),
+        description=f"Validated chunks ({plan.pipeline.chunk.module} chunker).",
     )
     def chunk_map(
-        context: AssetExecutionContext, source_document: SourceDocument
+        context: AssetExecutionContext, config: RuntimeReferences, source_document: SourceDocument
     ) -> Output[ChunkResult]:
         try:
-            prepared = [prepare_file(b) for b in pipeline.chunk.references]
-            refs = {ref.slot: ref for ref, _ in prepared}
             # No chunker shipped today calls a model; an LLM-backed one would take the `llm`
             # resource here and join the `llm` pool.
-            result = run_chunk_stage(
-                pipeline.chunk, source_document, session_id=context.partition_key, references=refs
+            result = chunk_document(
+                plan, source_document, config.overrides(), session_id=context.partition_key
             )
         except NotariusError as exc:
             raise _fail(exc, "chunk_map") from None
-        result = result.model_copy(
-            update={
-                "references": tuple(dict(ref.provenance) for ref in refs.values()),
-                "warnings": tuple(w for _, warns in prepared for w in warns),
-            }
-        )
         meta: dict[str, Any] = {
             "chunks": len(result.chunk_map.chunks) if result.chunk_map else 0,
             "rejected": result.rejection is not None,
@@ -155,9 +153,7 @@ def build_chunk_map_asset(pipeline: ResolvedPipeline) -> AssetsDefinition:
     return chunk_map
 
 
-def build_lane_asset(
-    pipeline: ResolvedPipeline, lane: ResolvedLane, reresolve: Reresolve | None = None
-) -> AssetsDefinition:
+def build_lane_asset(plan: RunPipeline, lane: ResolvedLane) -> AssetsDefinition:
     ins = {"source_document": AssetIn("source_document"), "chunk_map": AssetIn("chunk_map")}
     for dep in lane.depends_on:
         ins[asset_name(dep)] = AssetIn(asset_name(dep))
@@ -180,72 +176,30 @@ def build_lane_asset(
         store: BundleStore,
         **upstream: Any,
     ) -> Output[LaneResult]:
-        document: SourceDocument = upstream["source_document"]
-        current = lane
-        if config.active():
-            current = _runtime_lane(lane, config, reresolve)
-        chunks: ChunkResult = upstream["chunk_map"]
-        if chunks.chunk_map is None:
-            result = LaneResult(
-                lane_id=lane.id,
-                kind=lane.kind,
-                status="rejected",
-                payload=None,
-                stats=LaneStats(),
-                metadata={"skipped": "chunking was rejected"},
-            )
-            return Output(result, metadata=lane_metadata(result))
-        payloads = {dep: upstream[asset_name(dep)].payload for dep in lane.depends_on}
         try:
-            refs, ref_warnings, provenance = prepare_lane_references(current.stages(), payloads)
-            with llm.client() as client:
-                result = run_lane(
-                    current,
-                    document=document,
-                    chunks=chunks.chunk_map.chunks,
-                    references=refs,
-                    client=client,
-                    session_id=context.partition_key,
-                    llm_fingerprint=llm.fingerprint(),
-                    max_concurrency=llm.profile.max_concurrency,
-                    checkpoints=store.checkpoint_store(),
-                    progress=lambda msg: context.log.info(f"progress: {msg}"),
-                )
+            result = run_lane_step(
+                plan,
+                lane.id,
+                config.overrides(),
+                document=upstream["source_document"],
+                chunks=upstream["chunk_map"],
+                upstream={dep: upstream[asset_name(dep)] for dep in lane.depends_on},
+                open_client=llm.client,
+                session_id=context.partition_key,
+                llm_fingerprint=llm.fingerprint(),
+                max_concurrency=llm.profile.max_concurrency,
+                checkpoints=store.checkpoint_store(),
+                progress=lambda msg: context.log.info(f"progress: {msg}"),
+            )
         except TransientLLMError as exc:
             raise RetryRequested(max_retries=2, seconds_to_wait=10) from exc
         except LLMUnavailableError as exc:
             raise _fail(exc, f"lane {lane.id}: the chosen LLM tier is unavailable") from None
         except (LLMError, NotariusError) as exc:
             raise _fail(exc, f"lane {lane.id}") from None
-        result = result.model_copy(
-            update={
-                "warnings": tuple(ref_warnings) + result.warnings,
-                "references": tuple(provenance),
-            }
-        )
         return Output(result, metadata=lane_metadata(result))
 
     return lane_asset
-
-
-def _runtime_lane(
-    lane: ResolvedLane, config: RuntimeReferences, reresolve: Reresolve | None
-) -> ResolvedLane:
-    """Re-resolve the profile with this run's reference overrides (the same rules as the CLI:
-    flat names only when unambiguous, required slots stay bound)."""
-    if reresolve is None:
-        raise Failure(description="this code location cannot apply runtime references")
-    try:
-        resolved = reresolve(config.bindings(), config.unbind)
-    except NotariusError as exc:
-        raise _fail(exc, f"lane {lane.id}: runtime references") from None
-    new = resolved.lane(lane.id)
-    if new.depends_on != lane.depends_on:
-        raise Failure(
-            description=f"lane {lane.id}: runtime references cannot change which "
-            "lanes it depends on"
-        )
-    return new
 
 
 def build_bundle_asset(pipeline: ResolvedPipeline, *, with_evidence: bool) -> AssetsDefinition:
@@ -321,17 +275,16 @@ def transcript_spec() -> AssetSpec:
 
 
 def build_session_assets(
-    pipeline: ResolvedPipeline,
-    extra: Mapping[str, AssetsDefinition] | None = None,
-    reresolve: Reresolve | None = None,
+    plan: RunPipeline, extra: Mapping[str, AssetsDefinition] | None = None
 ) -> list[AssetsDefinition | AssetSpec]:
+    pipeline = plan.pipeline
     with_evidence = bool(extra and "evidence_context" in extra)
     assets: list[AssetsDefinition | AssetSpec] = [
         transcript_spec(),
-        build_source_document_asset(pipeline),
-        build_chunk_map_asset(pipeline),
+        build_source_document_asset(plan),
+        build_chunk_map_asset(plan),
     ]
-    assets.extend(build_lane_asset(pipeline, lane, reresolve) for lane in pipeline.lanes)
+    assets.extend(build_lane_asset(plan, lane) for lane in pipeline.lanes)
     assets.extend((extra or {}).values())
     assets.append(build_bundle_asset(pipeline, with_evidence=with_evidence))
     return assets

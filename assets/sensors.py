@@ -1,46 +1,16 @@
-"""Sensors: the inbox sensor, which turns transcripts dropped into a folder into session runs.
+"""The inbox sensor: turns transcripts dropped into the inbox folder into session runs.
 
-Each tick the sensor lists the inbox (NOTARIUS_INBOX) and looks at the transcript files in it:
-
-- a file whose content it has not seen gets its session id from its name, is copied into the
-  transcript store, adds its `sessions` partition, and requests a `materialize_session` run
-  for that partition, with run key `<session-id>:<sha256 of the content>`;
-- a file whose content changed requests a run again (new hash, new run key);
-- an unchanged file requests nothing, unless its session's partition is gone (deleted in the
-  UI or with `notarius sessions delete` while the file stayed): then the partition is added
-  again and a run requested, since the inbox is where sessions come from;
-- a file it cannot use yet (still being written, bad name, unknown extension, unreadable, not
-  UTF-8, two files for one session) is skipped with a reason in the tick's log, naming the file
-  by its name only; the others go on, and a later tick picks it up once it is usable.
-
-The cursor remembers, per session, the first 16 hex digits of the content hash that last
-requested a run (and, when a tick stopped early, where the next one resumes), so it grows with
-the inbox, not with history: a file removed from the inbox drops out. Each tick looks at no more
-than `max_scan` files and requests no more than `max_runs` runs; the rest wait for the next
-tick, which resumes after the last file looked at. The checks are cheap (a hash, a UTF-8 check
-and, for JSON Lines, the last line): a transcript that is whole but malformed is the run's to
-reject, with the line that is wrong, in the run's log.
-
-Environment (read when the code location loads):
-    NOTARIUS_INBOX_INTERVAL        seconds between ticks (default 5)
-    NOTARIUS_INBOX_MAX_SCAN        files looked at per tick (default 200)
-    NOTARIUS_INBOX_MAX_RUNS        runs requested per tick (default 10)
-    NOTARIUS_INBOX_SETTLE_SECONDS  a file modified more recently than this is left for later
-                                   (default 2)
+What a tick finds and copies into the transcript store is decided by `notarius_dagster.inbox`
+(plain Python; its docstring has the rules). This module only speaks Dagster: each transcript
+taken adds its `sessions` partition and requests a `materialize_session` run for it, with run
+key `<session-id>:<sha256 of the content>` and the tags `notarius/inbox_file` and
+`notarius/content_sha256`; the tick's log gets the inbox's log lines; the cursor is the inbox
+cursor as JSON.
 """
 
 from __future__ import annotations
 
-import bisect
-import hashlib
-import json
-import os
-import stat
-import tempfile
 import time
-from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
 
 from dagster import (
     DefaultSensorStatus,
@@ -51,271 +21,20 @@ from dagster import (
     SensorResult,
     sensor,
 )
-from dagster._core.storage.tags import PARTITION_NAME_TAG, RUN_KEY_TAG, SENSOR_NAME_TAG
+from dagster._core.storage.tags import (  # Dagster's run tags; no public constants yet
+    PARTITION_NAME_TAG,
+    RUN_KEY_TAG,
+    SENSOR_NAME_TAG,
+)
 
 from assets.jobs import materialize_session
 from assets.partitions import sessions_partitions
-from notarius_dagster.engine.errors import SessionIdError
 from notarius_dagster.engine.inputs import EXTENSION_FORMATS
-from notarius_dagster.engine.session_ids import session_id_from_filename
-from notarius_dagster.engine.transcripts import register_transcript
-from notarius_dagster.settings import Settings
+from notarius_dagster.inbox import InboxCursor, InboxLimits, InboxTranscript, take_inbox
+from notarius_dagster.store import StorePaths
 
 INBOX_SENSOR_NAME = "inbox_sensor"
-HASH_PREFIX = 16
-"""Hex digits of the content hash kept in the cursor: enough to tell versions of one file apart."""
-
-_TEMP_PREFIXES = (".", "~", "#")
-_TEMP_SUFFIXES = ("~", ".tmp", ".temp", ".part", ".partial", ".crdownload", ".download",
-                  ".swp", ".swx", ".lock")
-_SHOWN_NAME = 80
-_UTF8_BOM = b"\xef\xbb\xbf"
 _MAX_REVISIONS = 100
-
-
-@dataclass(frozen=True)
-class InboxLimits:
-    """How often the sensor ticks and how much one tick may do."""
-
-    interval_s: int = 5
-    max_scan: int = 200
-    max_runs: int = 10
-    settle_s: float = 2.0
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] = os.environ) -> InboxLimits:
-        def number(name: str, default: float, minimum: float) -> float:
-            raw = environ.get(name, "").strip()
-            if not raw:
-                return default
-            try:
-                value = float(raw)
-            except ValueError:
-                raise ValueError(f"{name} must be a number, got {raw!r}") from None
-            if value < minimum:
-                raise ValueError(f"{name} must be at least {minimum:g}, got {raw!r}")
-            return value
-
-        return cls(
-            interval_s=int(number("NOTARIUS_INBOX_INTERVAL", cls.interval_s, 1)),
-            max_scan=int(number("NOTARIUS_INBOX_MAX_SCAN", cls.max_scan, 1)),
-            max_runs=int(number("NOTARIUS_INBOX_MAX_RUNS", cls.max_runs, 1)),
-            settle_s=number("NOTARIUS_INBOX_SETTLE_SECONDS", cls.settle_s, 0),
-        )
-
-
-@dataclass(frozen=True)
-class InboxCursor:
-    """`seen`: session id -> hash prefix of the content that last requested a run.
-    `resume_after`: the file name the last tick stopped at, when it stopped early."""
-
-    seen: Mapping[str, str] = field(default_factory=dict)
-    resume_after: str | None = None
-
-    def to_json(self) -> str:
-        data: dict[str, object] = {"seen": dict(sorted(self.seen.items()))}
-        if self.resume_after is not None:
-            data["resume_after"] = self.resume_after
-        return json.dumps(data, separators=(",", ":"))
-
-    @classmethod
-    def from_json(cls, text: str | None) -> InboxCursor:
-        """An absent or unreadable cursor is an empty one (every file looks new; run keys keep
-        already-run content from running twice)."""
-        try:
-            data = json.loads(text) if text else {}
-            seen = data.get("seen", {})
-            resume = data.get("resume_after")
-            if isinstance(seen, dict) and all(isinstance(v, str) for v in seen.values()):
-                return cls(seen=dict(seen), resume_after=resume if isinstance(resume, str)
-                           else None)
-        except (ValueError, AttributeError):
-            pass
-        return cls()
-
-
-@dataclass(frozen=True)
-class InboxTranscript:
-    """A whole, readable transcript file in the inbox."""
-
-    name: str
-    session_id: str
-    content: bytes
-    sha256: str
-
-    @property
-    def extension(self) -> str:
-        return Path(self.name).suffix.lower()
-
-
-@dataclass(frozen=True)
-class Skipped:
-    """A file left alone this tick. `later`: it may become usable by itself (still being
-    written); otherwise someone has to fix it."""
-
-    name: str
-    reason: str
-    later: bool = False
-
-
-@dataclass(frozen=True)
-class InboxScan:
-    """What one tick found: new or changed transcripts (at most `max_runs`), among them those
-    unchanged but whose partition is gone (`readded`), files skipped, how many were unchanged,
-    and the cursor to store."""
-
-    changed: tuple[InboxTranscript, ...]
-    readded: frozenset[str]
-    skipped: tuple[Skipped, ...]
-    unchanged: int
-    cursor: InboxCursor
-
-
-def shown(name: str) -> str:
-    """A file name as a log shows it: quoted, control characters visible, truncated."""
-    return repr(name) if len(name) <= _SHOWN_NAME else repr(name[:_SHOWN_NAME]) + "..."
-
-
-def is_ignored(name: str) -> bool:
-    """Dotfiles and the temporary files editors, browsers and copy tools leave behind."""
-    lower = name.lower()
-    return lower.startswith(_TEMP_PREFIXES) or lower.endswith(_TEMP_SUFFIXES)
-
-
-def inbox_files(inbox: Path) -> list[str]:
-    """Names of the regular files in the inbox that are not ignored, sorted (one cheap listing;
-    nothing is read)."""
-    names = []
-    with os.scandir(inbox) as entries:
-        for entry in entries:
-            if is_ignored(entry.name):
-                continue
-            try:
-                if entry.is_file():
-                    names.append(entry.name)
-            except OSError:
-                continue
-    return sorted(names)
-
-
-def session_of(name: str) -> str | Skipped:
-    """The session id a file name gives, or why the name cannot be used."""
-    extension = Path(name).suffix.lower()
-    if extension not in EXTENSION_FORMATS:
-        known = ", ".join(sorted(EXTENSION_FORMATS))
-        shown_ext = repr(extension) if extension else "no extension"
-        return Skipped(name, f"unknown transcript format ({shown_ext}; known: {known})")
-    try:
-        return session_id_from_filename(name)
-    except SessionIdError:
-        return Skipped(name, "no session id can be derived from the file name (it needs "
-                             "letters or digits)")
-
-
-def read_whole(path: Path, session_id: str, *, settle_s: float,
-               now: float) -> InboxTranscript | Skipped:
-    """The file's content if it looks whole: settled (not modified in the last `settle_s`
-    seconds), the same size before and after reading, UTF-8, and for JSON Lines a last line
-    that parses. Reasons name the file, never its content or path."""
-    name = path.name
-    try:
-        before = path.stat()
-        age = now - before.st_mtime
-        if age < settle_s:
-            return Skipped(name, f"modified {max(age, 0):.1f}s ago; waiting for it to settle",
-                           later=True)
-        with path.open("rb") as handle:
-            content = handle.read()
-            after = os.fstat(handle.fileno())
-    except OSError as exc:
-        return Skipped(name, f"cannot be read ({exc.strerror or type(exc).__name__})")
-    if not stat.S_ISREG(after.st_mode):
-        return Skipped(name, "is not a regular file")
-    if (before.st_size, before.st_mtime_ns) != (after.st_size, after.st_mtime_ns) or \
-            len(content) != after.st_size:
-        return Skipped(name, "changed while being read; still being written", later=True)
-    if not content.strip():
-        return Skipped(name, "is empty; still being written?", later=True)
-    body = content[len(_UTF8_BOM):] if content.startswith(_UTF8_BOM) else content
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = body.count(b"\n", 0, exc.start) + 1
-        return Skipped(name, f"is not UTF-8 (line {line}); transcripts must be UTF-8")
-    if EXTENSION_FORMATS[path.suffix.lower()] == "jsonl" and not _last_line_is_whole(text):
-        return Skipped(name, "its last line is not a whole JSON object; still being written?",
-                       later=True)
-    return InboxTranscript(name=name, session_id=session_id, content=content,
-                           sha256=hashlib.sha256(content).hexdigest())
-
-
-def _last_line_is_whole(text: str) -> bool:
-    last = next((line for line in reversed(text.splitlines()) if line.strip()), "")
-    try:
-        return isinstance(json.loads(last), dict)
-    except ValueError:
-        return False
-
-
-def _rotated(names: list[str], resume_after: str | None) -> list[str]:
-    """The names in order, starting after `resume_after` and wrapping around."""
-    if resume_after is None:
-        return names
-    start = bisect.bisect_right(names, resume_after)
-    return names[start:] + names[:start]
-
-
-def scan_inbox(inbox: Path, cursor: InboxCursor, limits: InboxLimits,
-               now: float | None = None,
-               partitions: Collection[str] | None = None) -> InboxScan:
-    """One tick's look at the inbox, without side effects: which transcripts are new or changed
-    (compared with `cursor`) or lack their partition (when `partitions`, the existing session
-    partitions, is given), which files are skipped and why, and the next cursor."""
-    now = time.time() if now is None else now
-    names = inbox_files(inbox)
-    sessions: dict[str, str | Skipped] = {name: session_of(name) for name in names}
-    by_session: dict[str, list[str]] = {}
-    for name, session in sessions.items():
-        if isinstance(session, str):
-            by_session.setdefault(session, []).append(name)
-
-    seen = {s: h for s, h in cursor.seen.items() if s in by_session}  # removed files drop out
-    changed: list[InboxTranscript] = []
-    readded: set[str] = set()
-    skipped: list[Skipped] = []
-    unchanged = 0
-    looked = 0
-    resume_after: str | None = None
-    order = _rotated(names, cursor.resume_after)
-    for position, name in enumerate(order):
-        if looked >= limits.max_scan or len(changed) >= limits.max_runs:
-            resume_after = order[position - 1]
-            break
-        looked += 1
-        session = sessions[name]
-        if isinstance(session, Skipped):
-            skipped.append(session)
-            continue
-        if len(by_session[session]) > 1:
-            others = ", ".join(shown(n) for n in by_session[session] if n != name)
-            skipped.append(Skipped(name, f"gives session id {session!r}, as does {others}; "
-                                         "keep one file per session"))
-            continue
-        found = read_whole(inbox / name, session, settle_s=limits.settle_s, now=now)
-        if isinstance(found, Skipped):
-            skipped.append(found)
-            continue
-        prefix = found.sha256[:HASH_PREFIX]
-        if seen.get(session) == prefix:
-            if partitions is None or session in partitions:
-                unchanged += 1
-                continue
-            readded.add(session)
-        changed.append(found)
-        seen[session] = prefix
-    return InboxScan(changed=tuple(changed), readded=frozenset(readded),
-                     skipped=tuple(skipped), unchanged=unchanged,
-                     cursor=InboxCursor(seen=seen, resume_after=resume_after))
 
 
 def run_key_for(context: SensorEvaluationContext, transcript: InboxTranscript, *,
@@ -343,18 +62,8 @@ def run_key_for(context: SensorEvaluationContext, transcript: InboxTranscript, *
     return f"{base}:{time.time_ns()}"
 
 
-def register_content(store: Path, transcript: InboxTranscript) -> None:
-    """Copy exactly the bytes that were hashed into the transcript store (the file in the inbox
-    may change again meanwhile; its next version is the next tick's business)."""
-    with tempfile.TemporaryDirectory(prefix="notarius-inbox-") as staging:
-        staged = Path(staging) / f"{transcript.session_id}{transcript.extension}"
-        staged.write_bytes(transcript.content)
-        register_transcript(store, transcript.session_id, staged)
-
-
-def build_inbox_sensor(settings: Settings, limits: InboxLimits | None = None) -> SensorDefinition:
+def build_inbox_sensor(store: StorePaths, limits: InboxLimits | None = None) -> SensorDefinition:
     limits = limits or InboxLimits.from_env()
-    inbox = settings.inbox
 
     @sensor(
         name=INBOX_SENSOR_NAME,
@@ -368,64 +77,34 @@ def build_inbox_sensor(settings: Settings, limits: InboxLimits | None = None) ->
         ),
     )
     def inbox_sensor(context: SensorEvaluationContext) -> SensorResult:
-        cursor = InboxCursor.from_json(context.cursor)
-        if not inbox.is_dir():
-            return SensorResult(skip_reason=f"the inbox folder {inbox} does not exist "
-                                            "(set NOTARIUS_INBOX or create it)",
-                                cursor=cursor.to_json())
-        partition_set = sessions_partitions.name or "sessions"
-        partitions = set(context.instance.get_dynamic_partitions(partition_set))
-        scan = scan_inbox(inbox, cursor, limits, partitions=partitions)
-        for skip in scan.skipped:
-            log = context.log.info if skip.later else context.log.warning
-            log(f"skipped {shown(skip.name)}: {skip.reason}")
-
-        requests: list[RunRequest] = []
-        seen = dict(scan.cursor.seen)
-        for transcript in scan.changed:
-            session = transcript.session_id
-            try:
-                register_content(settings.transcripts, transcript)
-            except OSError as exc:
-                context.log.warning(f"skipped {shown(transcript.name)}: cannot copy it into "
-                                    f"the transcript store ({exc.strerror or type(exc).__name__})")
-                previous = cursor.seen.get(session)
-                if previous is None:
-                    seen.pop(session, None)
-                else:
-                    seen[session] = previous
-                continue
-            readded = session in scan.readded
-            context.log.info(f"{shown(transcript.name)} -> session {session!r} "
-                             f"(content sha256 {transcript.sha256[:HASH_PREFIX]}...)"
-                             + ("; its partition was deleted, adding it again" if readded
-                                else ""))
-            requests.append(RunRequest(
-                run_key=run_key_for(context, transcript, readded=readded),
-                partition_key=session,
+        partitions = context.instance.get_dynamic_partitions(sessions_partitions.name or
+                                                             "sessions")
+        intake = take_inbox(store.inbox, store.transcripts, InboxCursor.from_json(context.cursor),
+                            limits, partitions=set(partitions))
+        for line in intake.log:
+            (context.log.info if line.level == "info" else context.log.warning)(line.message)
+        requests = [
+            RunRequest(
+                run_key=run_key_for(context, transcript,
+                                    readded=transcript.session_id in intake.readded),
+                partition_key=transcript.session_id,
                 tags={"notarius/inbox_file": transcript.name[:200],
                       "notarius/content_sha256": transcript.sha256},
-            ))
-        next_cursor = InboxCursor(seen=seen, resume_after=scan.cursor.resume_after).to_json()
+            )
+            for transcript in intake.taken
+        ]
+        cursor = intake.cursor.to_json()
         if not requests:
-            return SensorResult(skip_reason=_summary(scan), cursor=next_cursor)
+            return SensorResult(skip_reason=intake.summary, cursor=cursor)
         return SensorResult(
             run_requests=requests,
             dynamic_partitions_requests=[sessions_partitions.build_add_request(
-                sorted({r.partition_key for r in requests if r.partition_key}))],
-            cursor=next_cursor,
+                sorted({t.session_id for t in intake.taken}))],
+            cursor=cursor,
         )
 
     return inbox_sensor
 
 
-def _summary(scan: InboxScan) -> str:
-    parts = [f"no new or changed transcripts ({scan.unchanged} unchanged"]
-    if scan.skipped:
-        parts.append(f", {len(scan.skipped)} skipped: see the tick's log")
-    return "".join(parts) + ")"
-
-
-def build_sensors(settings: Settings) -> list[SensorDefinition]:
-    return [build_inbox_sensor(settings)]
-
+def build_sensors(store: StorePaths) -> list[SensorDefinition]:
+    return [build_inbox_sensor(store)]

@@ -6,15 +6,20 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from notarius_dagster.cli_backfill import add_backfill_parser
-from notarius_dagster.cli_common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, ensure_dagster_home
-from notarius_dagster.settings import REPO_ROOT
+from notarius_dagster.cli_common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    ensure_dagster_home,
+    open_instance,
+)
+from notarius_dagster.store import store_paths
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -36,8 +41,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             else session_id_from_filename(path.name)
         )
         ensure_dagster_home()
-        data_root = Path(args.data or os.environ.get("NOTARIUS_DATA") or REPO_ROOT / "var/data")
-        register_transcript(data_root.resolve() / "transcripts", session_id, path)
+        store = store_paths(data=args.data, bundles=args.out)
+        register_transcript(store.transcripts, session_id, path)
         refs = [
             RuntimeBinding(selector=s, path=p)
             for s, _, p in (r.partition("=") for r in args.reference)
@@ -47,8 +52,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         outcome = run_session(
             session_id=session_id,
             profile=Path(args.config),
-            data_root=data_root.resolve(),
-            bundles_root=Path(args.out).resolve(),
+            data_root=store.root,
+            bundles_root=store.bundles,
             llm_profile=args.llm_profile,
             runtime_references=refs,
             runtime_unbinds=args.unbind,
@@ -60,7 +65,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not outcome.success:
         print(f"error: run {outcome.run_id} failed: {outcome.error}", file=sys.stderr)
         return EXIT_FAILED
-    print_summary(Path(args.out).resolve() / session_id, time.monotonic() - started)
+    print_summary(store.bundles / session_id, time.monotonic() - started)
     return EXIT_OK
 
 
@@ -95,107 +100,15 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 # --- sessions -------------------------------------------------------------------------------
 
-SESSIONS_PARTITIONS = "sessions"
-BUNDLE_ASSET = "session_bundle"
-# Dagster's run tag for the partition a run materializes.
-PARTITION_TAG = "dagster/partition"
-
-
-def _store_paths(args: argparse.Namespace) -> tuple[Path, Path]:
-    """(store root, bundle root) from the options, else the environment (as the code location
-    reads it: NOTARIUS_DATA, NOTARIUS_BUNDLES)."""
-    from notarius_dagster.settings import load_settings
-
-    settings = load_settings()
-    data = Path(args.data).resolve() if args.data else settings.data_root
-    if args.bundles:
-        return data, Path(args.bundles).resolve()
-    if args.data:
-        return data, settings.bundles_root or data / "bundles"
-    return data, settings.bundles
-
-
-def _open_instance() -> Any:
-    """The Dagster instance under DAGSTER_HOME, or None after printing why it cannot open."""
-    from dagster import DagsterInstance
-
-    home = ensure_dagster_home()
-    try:
-        return DagsterInstance.get()
-    except Exception as exc:  # a broken dagster.yaml or an unreachable database
-        first_line = (str(exc).strip().splitlines() or [""])[0][:300]
-        hint = (
-            f"check {home / 'dagster.yaml'} (and for PostgreSQL that the server is up "
-            "and NOTARIUS_PG_URL is set)"
-        )
-        if "psycopg" in first_line:
-            hint = (
-                "name the driver in the PostgreSQL URL: postgresql+psycopg2://... "
-                "(a bare postgresql:// asks SQLAlchemy for psycopg 3, not installed)"
-            )
-        print(
-            f"error: cannot open the Dagster instance at DAGSTER_HOME={home}: "
-            f"{type(exc).__name__}: {first_line}\nhint: {hint}",
-            file=sys.stderr,
-        )
-        return None
-
-
-def _iso(timestamp: float | None) -> str | None:
-    from datetime import UTC, datetime
-
-    if not timestamp:
-        return None
-    return datetime.fromtimestamp(timestamp, UTC).isoformat(timespec="seconds")
-
-
-def _session_runs(instance: Any, session_id: str, limit: int | None = None) -> list[Any]:
-    from dagster import RunsFilter
-
-    return list(
-        instance.get_run_records(filters=RunsFilter(tags={PARTITION_TAG: session_id}), limit=limit)
-    )
-
-
-def session_rows(instance: Any, bundles: Path) -> list[dict[str, Any]]:
-    """One row per partition of `sessions`, in the order they were added."""
-    from dagster import AssetKey, AssetRecordsFilter
-
-    rows = []
-    for session_id in instance.get_dynamic_partitions(SESSIONS_PARTITIONS):
-        runs = _session_runs(instance, session_id, limit=1)
-        last = runs[0] if runs else None
-        materialized = instance.fetch_materializations(
-            AssetRecordsFilter(asset_key=AssetKey(BUNDLE_ASSET), asset_partitions=[session_id]),
-            limit=1,
-            ascending=False,
-        ).records
-        rows.append(
-            {
-                "session_id": session_id,
-                "last_run": None
-                if last is None
-                else {
-                    "run_id": last.dagster_run.run_id,
-                    "status": last.dagster_run.status.value,
-                    "at": _iso(
-                        last.end_time or last.start_time or last.create_timestamp.timestamp()
-                    ),
-                },
-                "bundle_materialized_at": _iso(materialized[0].timestamp) if materialized else None,
-                "bundle_published": (bundles / session_id / "index.json").is_file(),
-            }
-        )
-    return rows
-
 
 def cmd_sessions_list(args: argparse.Namespace) -> int:
-    instance = _open_instance()
+    from notarius_dagster.sessions import session_rows
+
+    instance = open_instance()
     if instance is None:
         return EXIT_FAILED
-    _, bundles = _store_paths(args)
     with instance:
-        rows = session_rows(instance, bundles)
+        rows = session_rows(instance, store_paths(data=args.data, bundles=args.bundles))
     if args.json:
         print(json.dumps(rows, indent=2))
         return EXIT_OK
@@ -223,119 +136,32 @@ def cmd_sessions_list(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-_IN_PROGRESS = frozenset({"QUEUED", "NOT_STARTED", "STARTING", "STARTED", "CANCELING"})
-
-
 def _confirm(question: str) -> bool:
     print(f"{question} [y/N] ", end="", file=sys.stderr, flush=True)
     answer = sys.stdin.readline()
     return answer.strip().lower() in {"y", "yes"}
 
 
-def delete_session(instance: Any, session_id: str, *, data: Path, bundles: Path) -> list[str]:
-    """Remove everything stored for one session; returns what was done, for the report.
-
-    Files go first and the partition last, so an interrupted delete can simply be repeated.
-    Dagster OSS storage cannot wipe single asset partitions (`wipe_asset_partitions` is
-    implemented only by Dagster+ storage), so the session's materializations, check results and
-    logs are removed with its runs (`delete_run`; every run of the session job materializes
-    exactly one partition). Anything still recorded for the partition afterwards (for example a
-    multi-partition backfill run) is wiped where the storage supports it, and reported."""
-    from dagster import AssetKey
-
-    from notarius_dagster.engine.bundle import remove_bundle
-    from notarius_dagster.engine.transcripts import remove_transcript
-
-    done = []
-    if remove_bundle(bundles, session_id):
-        done.append("published bundle and its versions")
-    transcripts = data / "transcripts"
-    had_transcript = any(transcripts.glob(f"{session_id}.*"))
-    remove_transcript(transcripts, session_id)
-    if had_transcript:
-        done.append("stored transcript")
-    values = data / "assets" / session_id
-    if values.is_dir():
-        shutil.rmtree(values)
-        done.append("per-asset values")
-
-    keys: list[AssetKey] = [
-        k
-        for k in instance.get_asset_keys()
-        if session_id in instance.get_materialized_partitions(k)
-    ]
-    run_ids = [record.dagster_run.run_id for record in _session_runs(instance, session_id)]
-    checks_removed = _delete_check_executions(instance, run_ids)
-    for run_id in run_ids:
-        instance.delete_run(run_id)
-    if run_ids:
-        done.append(
-            f"{len(run_ids)} run(s) with their materializations, "
-            + ("check results " if checks_removed else "")
-            + "and logs"
-        )
-    if run_ids and not checks_removed:
-        print(
-            "warning: this event log storage keeps the asset check results of deleted runs",
-            file=sys.stderr,
-        )
-    left = [k for k in keys if session_id in instance.get_materialized_partitions(k)]
-    for key in left:
-        try:
-            instance.wipe_asset_partitions(key, [session_id])
-        except NotImplementedError:
-            print(
-                f"warning: {key.to_user_string()} still has materializations of "
-                f"{session_id!r} from runs of other partitions; this storage cannot wipe a "
-                "single partition",
-                file=sys.stderr,
-            )
-    if keys:
-        instance.wipe_asset_cached_status(keys)
-    instance.delete_dynamic_partition(SESSIONS_PARTITIONS, session_id)
-    done.append(f"partition {session_id!r} of {SESSIONS_PARTITIONS!r}")
-    return done
-
-
-def _delete_check_executions(instance: Any, run_ids: list[str]) -> bool:
-    """Remove the asset check results of the given runs. Dagster 1.13 has no public API for
-    this: `delete_run` removes a run's events but leaves their index rows in the
-    `asset_check_executions` table, so the UI would keep showing a deleted run's check
-    results. On Dagster's SQL event log storages (SQLite, PostgreSQL) those rows are deleted
-    here; on any other storage this returns False and the caller says so."""
-    from dagster._core.storage.event_log.schema import AssetCheckExecutionsTable
-    from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
-
-    if not run_ids:
-        return True
-    storage = instance.event_log_storage
-    if not isinstance(storage, SqlEventLogStorage):
-        return False
-    if storage.has_table(AssetCheckExecutionsTable.name):
-        with storage.index_connection() as conn:
-            conn.execute(
-                AssetCheckExecutionsTable.delete().where(
-                    AssetCheckExecutionsTable.c.run_id.in_(run_ids)
-                )
-            )
-    return True
-
-
 def cmd_sessions_delete(args: argparse.Namespace) -> int:
     from notarius_dagster.engine.errors import SessionIdError
     from notarius_dagster.engine.session_ids import validate_session_id
+    from notarius_dagster.sessions import (
+        SESSIONS_PARTITIONS,
+        delete_session,
+        is_session,
+        runs_in_progress,
+    )
 
     try:
         session_id = validate_session_id(args.session_id)
     except SessionIdError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    instance = _open_instance()
+    instance = open_instance()
     if instance is None:
         return EXIT_FAILED
-    data, bundles = _store_paths(args)
     with instance:
-        if not instance.has_dynamic_partition(SESSIONS_PARTITIONS, session_id):
+        if not is_session(instance, session_id):
             print(
                 f"error: unknown session {session_id!r}: it is not a partition of "
                 f"{SESSIONS_PARTITIONS!r} on the instance at DAGSTER_HOME="
@@ -343,11 +169,7 @@ def cmd_sessions_delete(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return EXIT_FAILED
-        busy = [
-            r.dagster_run
-            for r in _session_runs(instance, session_id)
-            if r.dagster_run.status.value in _IN_PROGRESS
-        ]
+        busy = runs_in_progress(instance, session_id)
         if busy and not args.force:
             print(
                 f"error: session {session_id!r} has {len(busy)} run(s) in progress "
@@ -371,8 +193,12 @@ def cmd_sessions_delete(args: argparse.Namespace) -> int:
             ):
                 print("nothing deleted", file=sys.stderr)
                 return EXIT_FAILED
-        done = delete_session(instance, session_id, data=data, bundles=bundles)
-    print(f"deleted session {session_id}: " + "; ".join(done))
+        deletion = delete_session(
+            instance, session_id, store_paths(data=args.data, bundles=args.bundles)
+        )
+    for warning in deletion.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    print(f"deleted session {session_id}: " + "; ".join(deletion.done))
     return EXIT_OK
 
 

@@ -20,6 +20,7 @@ from notarius_dagster.engine.resolution import (
     RuntimeBinding,
     resolve_profile_file,
 )
+from notarius_dagster.engine.session_steps import RunPipeline
 from notarius_dagster.modules import load_modules
 from notarius_dagster.progress import progress_logger
 from notarius_dagster.settings import Settings, load_settings
@@ -33,6 +34,18 @@ def resolve_settings_pipeline(settings: Settings, **overrides: Any) -> ResolvedP
     return resolve_profile_file(settings.profile, llm_profile=settings.llm_profile, **overrides)
 
 
+def run_pipeline(settings: Settings, *, lanes: Sequence[str] | None = None) -> RunPipeline:
+    """The profile resolved alone (what the graph is built from), and how a run resolves it
+    again with its runtime references."""
+
+    def resolve(references: Sequence[RuntimeBinding], unbinds: Sequence[str]) -> ResolvedPipeline:
+        return resolve_settings_pipeline(
+            settings, runtime_references=references, runtime_unbinds=unbinds, lanes=lanes
+        )
+
+    return RunPipeline(pipeline=resolve((), ()), resolve=resolve)
+
+
 def extra_assets(pipeline: ResolvedPipeline) -> dict[str, Any]:
     """Optional session assets the profile switches on (today: the evidence context)."""
     evidence = build_evidence_context_asset(pipeline)
@@ -40,36 +53,27 @@ def extra_assets(pipeline: ResolvedPipeline) -> dict[str, Any]:
 
 
 def build_definitions(
-    settings: Settings | None = None,
-    *,
-    runtime_references: Sequence[RuntimeBinding] = (),
-    runtime_unbinds: Sequence[str] = (),
-    lanes: Sequence[str] | None = None,
+    settings: Settings | None = None, *, lanes: Sequence[str] | None = None
 ) -> Definitions:
+    """The code location for `settings` (default: from the environment), optionally with a
+    subset of the profile's lanes. Runtime references are not part of it: a run passes them as
+    run config (assets/factory.py: RuntimeReferences)."""
     settings = settings or load_settings()
-    pipeline = resolve_settings_pipeline(
-        settings,
-        runtime_references=runtime_references,
-        runtime_unbinds=runtime_unbinds,
-        lanes=lanes,
-    )
+    return definitions_for(settings, run_pipeline(settings, lanes=lanes))
+
+
+def definitions_for(settings: Settings, plan: RunPipeline) -> Definitions:
+    """The Definitions of an already resolved `plan` (the runner resolves it first to check a
+    run's runtime references before anything is launched)."""
+    pipeline = plan.pipeline
     return Definitions(
-        assets=build_session_assets(
-            pipeline,
-            extra=extra_assets(pipeline),
-            reresolve=lambda refs, unbinds: resolve_settings_pipeline(
-                settings,
-                runtime_references=[*runtime_references, *refs],
-                runtime_unbinds=[*runtime_unbinds, *unbinds],
-                lanes=lanes,
-            ),
-        ),
+        assets=build_session_assets(plan, extra=extra_assets(pipeline)),
         asset_checks=build_asset_checks(pipeline),
-        sensors=[*build_sensors(settings), build_stale_lanes_sensor()],
+        sensors=[*build_sensors(settings.store), build_stale_lanes_sensor()],
         jobs=[materialize_session],
         resources={
-            "io_manager": JsonAssetIOManager(root=str(settings.asset_values)),
-            "store": BundleStore(root=str(settings.data_root), bundles_root=str(settings.bundles)),
+            "io_manager": JsonAssetIOManager(root=str(settings.store.asset_values)),
+            "store": BundleStore.from_paths(settings.store),
             "llm": LLMResource(profile_json=json.dumps(pipeline.llm_profile)),
         },
         loggers={"console": colored_console_logger, "progress": progress_logger},

@@ -1,4 +1,5 @@
-"""Persists each per-asset value as JSON under the store, one file per asset and partition.
+"""Persists each per-asset value as JSON under the store (`StorePaths.asset_values`), one file
+per asset and partition.
 Values are pydantic models, stored with their type name so loading validates them again
 (asset functions that take upstream values as **kwargs carry no annotation)."""
 
@@ -14,14 +15,16 @@ from typing import Any
 from dagster import ConfigurableIOManager, InputContext, OutputContext
 from pydantic import BaseModel
 
+from notarius_dagster.store import session_values_folder
+
 
 class JsonAssetIOManager(ConfigurableIOManager):
-    root: str
+    root: str  # StorePaths.asset_values
 
     def _path(self, context: InputContext | OutputContext) -> Path:
         key = "/".join(context.asset_key.path)
         partition = context.asset_partition_key if context.has_asset_partitions else "_"
-        return Path(self.root) / partition / f"{key}.json"
+        return session_values_folder(Path(self.root), partition) / f"{key}.json"
 
     def handle_output(self, context: OutputContext, obj: Any) -> None:
         if obj is None:

@@ -61,3 +61,13 @@ def test_run_refuses_a_bad_session_id_and_a_bad_profile(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert "typo.yaml" in done.stderr and "pipeline.lanez" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_bad_runtime_reference_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    done = notarius(tmp_path, *run_args(tmp_path, SAMPLE, "--reference", "nope=x.txt"))
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[-1] == (
+        "error: runtime references: profile 'offline.yaml': --reference nope: no selected "
+        "target declares this slot")
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "bundles").exists()

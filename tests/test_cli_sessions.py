@@ -14,6 +14,8 @@ from notarius_dagster.cli import ensure_dagster_home, main
 from notarius_dagster.engine.transcripts import register_transcript
 from notarius_dagster.llm.test_double import scripted_llm
 from notarius_dagster.runner import run_session
+from notarius_dagster.sessions import delete_session, runs_in_progress, session_rows
+from notarius_dagster.store import store_paths
 from tests.doubles import lane_responder
 
 REPO = Path(__file__).resolve().parent.parent
@@ -126,6 +128,26 @@ def test_delete_removes_one_session_and_leaves_the_others(
     assert not (data / "assets" / "one").exists()
     assert (data / "bundles" / "two" / "index.json").is_file()
     assert (data / "assets" / "two").is_dir() and list((data / "transcripts").glob("two.*"))
+
+
+def test_the_sessions_module_lists_and_deletes_what_the_command_prints(
+        isolated_env: Path) -> None:
+    data = isolated_env / "data"
+    materialize(data, "solo")
+    store = store_paths(data=data, environ={})
+    with home_instance() as instance:
+        [row] = session_rows(instance, store)
+        assert (row["session_id"], row["last_run"]["status"], row["bundle_published"]) == (
+            "solo", "SUCCESS", True)
+        assert runs_in_progress(instance, "solo") == []
+        deletion = delete_session(instance, "solo", store)
+        assert deletion.done == ["published bundle and its versions", "stored transcript",
+                                 "per-asset values",
+                                 "1 run(s) with their materializations, check results and logs",
+                                 "partition 'solo' of 'sessions'"]
+        assert deletion.warnings == []
+        assert session_rows(instance, store) == []
+    assert not store.session_values("solo").exists() and not (store.bundles / "solo").exists()
 
 
 def test_deleting_an_unknown_session_says_so_without_a_traceback(

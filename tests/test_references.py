@@ -364,3 +364,93 @@ def test_chunker_reference_provenance_and_warnings_reach_the_bundle(
     warnings = json.loads((bundle / "warnings.json").read_text())
     assert [w["code"] for w in warnings] == ["empty_reference"]
     assert manifest["warnings"] == 1
+
+
+def test_cli_and_ui_runtime_references_take_one_path_with_one_error(
+    tmp_path: Path, instance: DagsterInstance
+) -> None:
+    """`run_session(runtime_references=...)` (what `notarius run --reference` calls) passes them
+    as the run config a UI run gives: the same binding lands in the manifest, and a bad selector
+    gets the same message on both paths (refused before anything runs on the first)."""
+    from notarius_dagster.engine.errors import NotariusError
+    from notarius_dagster.runner import build_run_definitions
+
+    (tmp_path / "short.txt").write_text("only line\n")
+    (tmp_path / "long.txt").write_text("a\nb\nc\n")
+    cfg = tmp_path / "refs.yaml"
+    cfg.write_text(json.dumps(profile(lane_refs={"glossary": {"path": "short.txt"}})))
+    transcript = tmp_path / "t.jsonl"
+    transcript.write_text(json.dumps({"text": "hello", "speaker": "DM"}) + "\n")
+    register_transcript(tmp_path / "data" / "transcripts", "cli", transcript)
+    outcome = run_session(
+        session_id="cli", profile=cfg, data_root=tmp_path / "data", instance=instance,
+        quiet=True,
+        runtime_references=[RuntimeBinding(selector="glossary", path=str(tmp_path / "long.txt"))],
+    )
+    assert outcome.success, outcome.error
+    bundle = tmp_path / "data" / "bundles" / "cli"
+    assert json.loads((bundle / "lanes" / "npcs.json").read_text())["npcs"][0]["name"] == (
+        "glossary-lines-3"
+    )
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    assert manifest["artifact_lanes"][0]["references"][0]["binding"] == "runtime"
+    run = instance.get_run_by_id(outcome.run_id)
+    assert run is not None and run.run_config["ops"]["npcs"]["config"]["references"] == {
+        "glossary": str(tmp_path / "long.txt")
+    }
+
+    with pytest.raises(NotariusError) as refused:
+        run_session(session_id="typo", profile=cfg, data_root=tmp_path / "data",
+                    instance=instance, quiet=True,
+                    runtime_references=[RuntimeBinding(selector="glosary", path="x.txt")])
+    message = str(refused.value)
+    assert message.startswith("runtime references: profile 'refs.yaml': --reference glosary")
+    assert not instance.has_dynamic_partition("sessions", "typo")
+
+    defs = build_run_definitions(profile=cfg, data_root=tmp_path / "data")
+    result = defs.resolve_job_def("materialize_session").execute_in_process(
+        instance=instance, partition_key="cli", raise_on_error=False,
+        run_config={"ops": {"npcs": {"config": {"references": {"glosary": "x.txt"}}}}},
+    )
+    assert not result.success
+    [failure] = [e for e in result.all_events if e.is_step_failure]
+    assert failure.step_key == "npcs"
+    assert failure.step_failure_data is not None and failure.step_failure_data.error is not None
+    assert f"lane npcs: {message}" in failure.step_failure_data.error.message
+
+
+def test_each_reference_file_is_read_once_per_run(
+    tmp_path: Path, instance: DagsterInstance, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """source_document only checks the file (it fails before the transcript is parsed when the
+    file is missing); the chunker and the lane that use a file read it, once each."""
+    (tmp_path / "glossary.txt").write_text("one\n")
+    (tmp_path / "style.md").write_text("style\n")
+    data = profile(lane_refs={"glossary": {"path": "glossary.txt"}})
+    data["pipeline"]["chunk"] = {"module": "test.styled-chunker",
+                                 "references": {"style": {"path": "style.md"}}}
+    cfg = tmp_path / "refs.yaml"
+    cfg.write_text(json.dumps(data))
+    transcript = tmp_path / "t.jsonl"
+    transcript.write_text(json.dumps({"text": "hello", "speaker": "DM"}) + "\n")
+    register_transcript(tmp_path / "data" / "transcripts", "once", transcript)
+    reads: list[str] = []
+    read_bytes = Path.read_bytes
+
+    def counting(path: Path) -> bytes:
+        reads.append(path.name)
+        return read_bytes(path)
+
+    monkeypatch.setattr(Path, "read_bytes", counting)
+    outcome = run_session(session_id="once", profile=cfg, data_root=tmp_path / "data",
+                          instance=instance, quiet=True)
+    assert outcome.success, outcome.error
+    assert (reads.count("glossary.txt"), reads.count("style.md")) == (1, 1)
+
+    (tmp_path / "glossary.txt").unlink()
+    (tmp_path / "data" / "transcripts" / "once.jsonl").write_text('{"speaker": "DM"}\n')
+    failed = run_session(session_id="once", profile=cfg, data_root=tmp_path / "data",
+                         instance=instance, quiet=True)
+    assert not failed.success and failed.error is not None
+    assert failed.error.startswith("source_document: ")
+    assert "reference npcs.extract.glossary: file 'glossary.txt' not found" in failed.error

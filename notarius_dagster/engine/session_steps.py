@@ -1,0 +1,236 @@
+"""The session's steps, one function per asset of the session graph:
+
+    load_source_document  the stored transcript parsed into a source document
+    chunk_document        the chunk stage with the chunker's references prepared
+    run_lane_step         one lane over the accepted chunks, with its references prepared
+
+Each step first applies the run's runtime references (`RuntimeOverrides`) through
+`RunPipeline.for_run`, the one place they are applied, whether they come from
+`notarius run --reference/--unbind` or from a run launched in the UI: both pass them as the same
+run config. The Dagster layer (`assets/factory.py`) calls a step, turns its errors into a
+failure or a retry, and records metadata; nothing here knows Dagster.
+
+External reference files: `load_source_document` only checks them cheaply (present, a file,
+readable, within the slot's byte limit, an accepted media type; nothing is read), so a missing or
+oversized file fails before the transcript is parsed. The step that uses a file (the chunk step
+or a lane) prepares it: reads, decodes and validates it, once per run."""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import Field
+
+from notarius_dagster.engine.checkpoints import CheckpointStore
+from notarius_dagster.engine.chunk_stage import ChunkResult, run_chunk_stage
+from notarius_dagster.engine.errors import NotariusError, ReferenceError_
+from notarius_dagster.engine.inputs import parse_transcript
+from notarius_dagster.engine.lane_runner import LaneResult, LaneStats, run_lane
+from notarius_dagster.engine.llm_contract import StructuredClient
+from notarius_dagster.engine.models import Frozen, SourceDocument
+from notarius_dagster.engine.references import (
+    media_type_for,
+    prepare_file,
+    prepare_lane_references,
+)
+from notarius_dagster.engine.resolution import (
+    ResolvedBinding,
+    ResolvedLane,
+    ResolvedPipeline,
+    RuntimeBinding,
+)
+from notarius_dagster.engine.transcripts import stored_transcript
+
+Resolve = Callable[[Sequence[RuntimeBinding], Sequence[str]], ResolvedPipeline]
+"""Resolves the code location's profile again with runtime references and unbinds."""
+
+Progress = Callable[[str], None]
+"""Receives one progress line at a time (the Dagster layer writes them to the run's log)."""
+
+OpenClient = Callable[[], AbstractContextManager[StructuredClient]]
+"""Opens the LLM client for a lane (and, for the offline model, its server) around the work."""
+
+
+class RuntimeOverrides(Frozen):
+    """One run's runtime references: `references` maps a selector (SLOT, chunk.SLOT,
+    LANE.extract.SLOT, ...) to a file path (absolute, or relative to the working directory of
+    the process that runs the step); `unbind` lists selectors whose optional binding is
+    removed."""
+
+    references: dict[str, str] = Field(default_factory=dict)
+    unbind: tuple[str, ...] = ()
+
+    def active(self) -> bool:
+        return bool(self.references or self.unbind)
+
+    def bindings(self) -> list[RuntimeBinding]:
+        return [RuntimeBinding(selector=k, path=v) for k, v in sorted(self.references.items())]
+
+
+NO_OVERRIDES = RuntimeOverrides()
+
+
+@dataclass(frozen=True)
+class RunPipeline:
+    """The pipeline the asset graph is built from (the profile alone) and how to resolve the
+    profile again for a run with runtime references."""
+
+    pipeline: ResolvedPipeline
+    resolve: Resolve | None = None
+
+    def for_run(self, overrides: RuntimeOverrides = NO_OVERRIDES) -> ResolvedPipeline:
+        """The pipeline one run uses. With overrides the profile is resolved again with them,
+        by the same rules as everywhere (flat names only when one target declares the slot,
+        required slots stay bound); errors say `runtime references: ...` and name the profile
+        and selector. A runtime binding is always a file, so a run can drop a lane dependency
+        (the graph keeps the edge; the lane ignores that value) but never add one."""
+        if not overrides.active():
+            return self.pipeline
+        if self.resolve is None:
+            raise ReferenceError_("runtime references: this code location cannot apply them")
+        try:
+            return self.resolve(overrides.bindings(), list(overrides.unbind))
+        except NotariusError as exc:
+            raise ReferenceError_(f"runtime references: {exc}") from None
+
+
+def file_bindings(pipeline: ResolvedPipeline) -> list[ResolvedBinding]:
+    """Every external file the pipeline binds: the chunker's, then each lane stage's."""
+    stages = (pipeline.chunk, *[stage for lane in pipeline.lanes for stage in lane.stages()])
+    return [b for stage in stages for b in stage.references if b.origin == "file"]
+
+
+def check_file_reference(binding: ResolvedBinding) -> None:
+    """Refuse, without reading it, a bound file that `prepare_file` would refuse for its name,
+    size or media type; the errors say what `prepare_file` says."""
+    assert binding.path is not None
+    path = Path(binding.path)
+    name = binding.display or path.name
+    where = f"reference {binding.target}.{binding.slot}"
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise ReferenceError_(f"{where}: file {name!r} not found") from None
+    except OSError as exc:
+        raise ReferenceError_(f"{where}: file {name!r} unreadable ({type(exc).__name__})") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise ReferenceError_(f"{where}: {name!r} is a folder, not a file")
+    if not os.access(path, os.R_OK):
+        raise ReferenceError_(f"{where}: file {name!r} unreadable (PermissionError)")
+    if info.st_size > binding.max_bytes:
+        raise ReferenceError_(
+            f"{where}: file {name!r} is {info.st_size} bytes; the slot allows {binding.max_bytes}"
+        )
+    media_type = media_type_for(name)
+    if binding.accepted_media_types and media_type not in binding.accepted_media_types:
+        raise ReferenceError_(
+            f"{where}: file {name!r} has media type {media_type!r};"
+            f" the slot accepts {list(binding.accepted_media_types)}"
+        )
+
+
+def load_source_document(
+    plan: RunPipeline,
+    overrides: RuntimeOverrides = NO_OVERRIDES,
+    *,
+    transcripts: Path,
+    session_id: str,
+) -> SourceDocument:
+    """The session's stored transcript (in the transcript store `transcripts`) parsed into a
+    source document, after the cheap check of every external reference file of the run."""
+    pipeline = plan.for_run(overrides)
+    for binding in file_bindings(pipeline):
+        check_file_reference(binding)
+    path = stored_transcript(transcripts, session_id)
+    return parse_transcript(
+        path.read_bytes(),
+        file_name=path.name,
+        source_id=session_id,
+        input_format=pipeline.input_format,
+    )
+
+
+def chunk_document(
+    plan: RunPipeline,
+    document: SourceDocument,
+    overrides: RuntimeOverrides = NO_OVERRIDES,
+    *,
+    session_id: str,
+) -> ChunkResult:
+    """Chunk the document with the run's chunker; its reference files are prepared here (the
+    chunker cannot consume a lane artifact) and their provenance and warnings recorded in the
+    result."""
+    stage = plan.for_run(overrides).chunk
+    prepared = [prepare_file(b) for b in stage.references]
+    refs = {ref.slot: ref for ref, _ in prepared}
+    # No chunker shipped today calls a model; an LLM-backed one would take a client here.
+    result = run_chunk_stage(stage, document, session_id=session_id, references=refs)
+    return result.model_copy(
+        update={
+            "references": tuple(dict(ref.provenance) for ref in refs.values()),
+            "warnings": tuple(w for _, warns in prepared for w in warns),
+        }
+    )
+
+
+def skipped_lane_result(lane: ResolvedLane) -> LaneResult:
+    """What a lane yields when chunking was rejected: nothing ran, so it is rejected too."""
+    return LaneResult(
+        lane_id=lane.id,
+        kind=lane.kind,
+        status="rejected",
+        payload=None,
+        stats=LaneStats(),
+        metadata={"skipped": "chunking was rejected"},
+    )
+
+
+def run_lane_step(
+    plan: RunPipeline,
+    lane_id: str,
+    overrides: RuntimeOverrides = NO_OVERRIDES,
+    *,
+    document: SourceDocument,
+    chunks: ChunkResult,
+    upstream: Mapping[str, LaneResult],
+    open_client: OpenClient,
+    session_id: str,
+    llm_fingerprint: str,
+    max_concurrency: int,
+    checkpoints: CheckpointStore | None,
+    progress: Progress | None = None,
+) -> LaneResult:
+    """Run one lane of the run's pipeline. `upstream` holds the results of the lanes it
+    depends on in the asset graph, by lane id. Its references (files and other lanes'
+    artifacts) are prepared once, before the client opens; their warnings come first in the
+    result and their provenance goes with it. Errors are the engine's (NotariusError, LLMError)
+    and the client's transient error, past its retries, unchanged."""
+    lane = plan.for_run(overrides).lane(lane_id)
+    if chunks.chunk_map is None:
+        return skipped_lane_result(lane)
+    payloads = {dep: upstream[dep].payload for dep in lane.depends_on}
+    refs, ref_warnings, provenance = prepare_lane_references(lane.stages(), payloads)
+    with open_client() as client:
+        result = run_lane(
+            lane,
+            document=document,
+            chunks=chunks.chunk_map.chunks,
+            references=refs,
+            client=client,
+            session_id=session_id,
+            llm_fingerprint=llm_fingerprint,
+            max_concurrency=max_concurrency,
+            checkpoints=checkpoints,
+            progress=progress,
+        )
+    return result.model_copy(
+        update={
+            "warnings": tuple(ref_warnings) + result.warnings,
+            "references": tuple(provenance),
+        }
+    )

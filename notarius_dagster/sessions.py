@@ -1,0 +1,176 @@
+"""Sessions on a Dagster instance: listing them and deleting one with everything stored for it.
+
+A session is a partition of `sessions`; what is stored for it lives in the store (`StorePaths`:
+its published bundle, transcript and per-asset values) and on the instance (its runs with their
+materializations, check results and logs). `notarius sessions list|delete` prints what these
+functions return; the tests call them too. They take a `DagsterInstance` and use its API, but
+are not Dagster definitions."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from dagster import AssetKey, AssetRecordsFilter, DagsterInstance, RunsFilter
+
+from notarius_dagster.engine.bundle import remove_bundle
+from notarius_dagster.engine.transcripts import remove_transcript
+from notarius_dagster.store import StorePaths
+
+SESSIONS_PARTITIONS = "sessions"
+BUNDLE_ASSET = "session_bundle"
+# Dagster's run tag for the partition a run materializes.
+PARTITION_TAG = "dagster/partition"
+IN_PROGRESS = frozenset({"QUEUED", "NOT_STARTED", "STARTING", "STARTED", "CANCELING"})
+
+
+def _iso(timestamp: float | None) -> str | None:
+    if not timestamp:
+        return None
+    return datetime.fromtimestamp(timestamp, UTC).isoformat(timespec="seconds")
+
+
+def session_runs(instance: DagsterInstance, session_id: str, limit: int | None = None) -> list[Any]:
+    """The run records of one session, newest first."""
+    return list(
+        instance.get_run_records(filters=RunsFilter(tags={PARTITION_TAG: session_id}), limit=limit)
+    )
+
+
+def runs_in_progress(instance: DagsterInstance, session_id: str) -> list[Any]:
+    """The session's runs still queued or running (a dead `notarius run` leaves one STARTED)."""
+    return [
+        r.dagster_run
+        for r in session_runs(instance, session_id)
+        if r.dagster_run.status.value in IN_PROGRESS
+    ]
+
+
+def is_session(instance: DagsterInstance, session_id: str) -> bool:
+    return instance.has_dynamic_partition(SESSIONS_PARTITIONS, session_id)
+
+
+def session_rows(instance: DagsterInstance, store: StorePaths) -> list[dict[str, Any]]:
+    """One row per partition of `sessions`, in the order they were added: its last run, when
+    its bundle was last materialized, and whether a bundle is published."""
+    rows = []
+    for session_id in instance.get_dynamic_partitions(SESSIONS_PARTITIONS):
+        runs = session_runs(instance, session_id, limit=1)
+        last = runs[0] if runs else None
+        materialized = instance.fetch_materializations(
+            AssetRecordsFilter(asset_key=AssetKey(BUNDLE_ASSET), asset_partitions=[session_id]),
+            limit=1,
+            ascending=False,
+        ).records
+        rows.append(
+            {
+                "session_id": session_id,
+                "last_run": None
+                if last is None
+                else {
+                    "run_id": last.dagster_run.run_id,
+                    "status": last.dagster_run.status.value,
+                    "at": _iso(
+                        last.end_time or last.start_time or last.create_timestamp.timestamp()
+                    ),
+                },
+                "bundle_materialized_at": _iso(materialized[0].timestamp) if materialized else None,
+                "bundle_published": (store.bundles / session_id / "index.json").is_file(),
+            }
+        )
+    return rows
+
+
+@dataclass
+class Deletion:
+    """What `delete_session` did (for the report) and what it could not do (warnings)."""
+
+    done: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def delete_session(instance: DagsterInstance, session_id: str, store: StorePaths) -> Deletion:
+    """Remove everything stored for one session.
+
+    Files go first and the partition last, so an interrupted delete can simply be repeated.
+    Dagster OSS storage cannot wipe single asset partitions (`wipe_asset_partitions` is
+    implemented only by Dagster+ storage), so the session's materializations, check results and
+    logs are removed with its runs (`delete_run`; every run of the session job materializes
+    exactly one partition). Anything still recorded for the partition afterwards (for example a
+    multi-partition backfill run) is wiped where the storage supports it, and reported.
+    Checkpoints stay: they are keyed by content and shared by sessions."""
+    deletion = Deletion()
+    done = deletion.done
+    if remove_bundle(store.bundles, session_id):
+        done.append("published bundle and its versions")
+    had_transcript = any(store.transcripts.glob(f"{session_id}.*"))
+    remove_transcript(store.transcripts, session_id)
+    if had_transcript:
+        done.append("stored transcript")
+    values = store.session_values(session_id)
+    if values.is_dir():
+        shutil.rmtree(values)
+        done.append("per-asset values")
+
+    keys: list[AssetKey] = [
+        k
+        for k in instance.get_asset_keys()
+        if session_id in instance.get_materialized_partitions(k)
+    ]
+    run_ids = [record.dagster_run.run_id for record in session_runs(instance, session_id)]
+    checks_removed = _delete_check_executions(instance, run_ids)
+    for run_id in run_ids:
+        instance.delete_run(run_id)
+    if run_ids:
+        done.append(
+            f"{len(run_ids)} run(s) with their materializations, "
+            + ("check results " if checks_removed else "")
+            + "and logs"
+        )
+    if run_ids and not checks_removed:
+        deletion.warnings.append(
+            "this event log storage keeps the asset check results of deleted runs"
+        )
+    left = [k for k in keys if session_id in instance.get_materialized_partitions(k)]
+    for key in left:
+        try:
+            instance.wipe_asset_partitions(key, [session_id])
+        except NotImplementedError:
+            deletion.warnings.append(
+                f"{key.to_user_string()} still has materializations of "
+                f"{session_id!r} from runs of other partitions; this storage cannot wipe a "
+                "single partition"
+            )
+    if keys:
+        instance.wipe_asset_cached_status(keys)
+    instance.delete_dynamic_partition(SESSIONS_PARTITIONS, session_id)
+    done.append(f"partition {session_id!r} of {SESSIONS_PARTITIONS!r}")
+    return deletion
+
+
+def _delete_check_executions(instance: DagsterInstance, run_ids: list[str]) -> bool:
+    """Remove the asset check results of the given runs. Dagster 1.13 has no public API for
+    this: `delete_run` removes a run's events but leaves their index rows in the
+    `asset_check_executions` table, so the UI would keep showing a deleted run's check
+    results. On Dagster's SQL event log storages (SQLite, PostgreSQL) those rows are deleted
+    here; on any other storage this returns False and the caller says so."""
+    # Private Dagster modules (no public API for this yet): kept here, imported late, until the
+    # issue that replaces them lands.
+    from dagster._core.storage.event_log.schema import AssetCheckExecutionsTable
+    from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
+
+    if not run_ids:
+        return True
+    storage = instance.event_log_storage
+    if not isinstance(storage, SqlEventLogStorage):
+        return False
+    if storage.has_table(AssetCheckExecutionsTable.name):
+        with storage.index_connection() as conn:
+            conn.execute(
+                AssetCheckExecutionsTable.delete().where(
+                    AssetCheckExecutionsTable.c.run_id.in_(run_ids)
+                )
+            )
+    return True
