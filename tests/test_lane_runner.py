@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict
 from notarius_dagster.engine.artifact_kinds import ArtifactKind, register_kind
 from notarius_dagster.engine.catalog import CATALOG, ModuleSpec
 from notarius_dagster.engine.chunking import make_chunk
-from notarius_dagster.engine.contracts import ExtractRequest, LLMUsage, ModuleOutput
+from notarius_dagster.engine.contracts import BaseExtractor, ExtractRequest, LLMUsage, ModuleOutput
 from notarius_dagster.engine.errors import LaneError
 from notarius_dagster.engine.lane_runner import run_lane
 from notarius_dagster.engine.models import RunWarning, SourceDocument, SourceRef
@@ -50,7 +50,7 @@ SCRIPT: dict[str, Script] = {}
 ATTEMPTS: dict[str, int] = {}
 
 
-class ScriptedExtractor:
+class ScriptedExtractor(BaseExtractor):
     """Behaves per chunk and attempt as the test's script says."""
 
     def __init__(self, options: dict[str, Any]) -> None:
