@@ -127,8 +127,9 @@ def lane(
     )
 
 
-def run(doc: SourceDocument, script: Script, *, run_kw: dict[str, Any] | None = None,
-        **lane_kw: Any) -> LaneResult:
+def run(
+    doc: SourceDocument, script: Script, *, run_kw: dict[str, Any] | None = None, **lane_kw: Any
+) -> LaneResult:
     SCRIPT["fn"] = script
     ATTEMPTS.clear()
     chunks = [make_chunk(doc, 0, doc.units[:5]), make_chunk(doc, 1, doc.units[5:])]
@@ -344,8 +345,11 @@ def test_a_stored_extraction_is_reused_without_calling_the_extractor(
 
 def test_a_rejected_extraction_is_not_stored(doc: SourceDocument) -> None:
     store = MemoryCheckpoints()
-    run(doc, lambda req, n: ModuleOutput(payload=payload(req, ["x"], cite=999)),
-        run_kw={"checkpoints": store})
+    run(
+        doc,
+        lambda req, n: ModuleOutput(payload=payload(req, ["x"], cite=999)),
+        run_kw={"checkpoints": store},
+    )
     assert store.stored == {}
 
 
@@ -381,8 +385,16 @@ def test_fingerprint_material_changes_the_checkpoint_key_and_metadata_reaches_th
 
     def go() -> LaneResult:
         ATTEMPTS.clear()
-        return run_lane(the_lane, document=doc, chunks=chunks, references={}, client=None,
-                        session_id="s1", llm_fingerprint="fp", checkpoints=store)
+        return run_lane(
+            the_lane,
+            document=doc,
+            chunks=chunks,
+            references={},
+            client=None,
+            session_id="s1",
+            llm_fingerprint="fp",
+            checkpoints=store,
+        )
 
     MaterialExtractor.material = {"prompt": "sha256:one"}
     first = go()
@@ -442,8 +454,16 @@ def test_after_a_failed_chunk_the_chunks_not_started_never_call_the_extractor(
     lines: list[str] = []
     chunks = [make_chunk(doc, i, doc.units[2 * i : 2 * i + 2]) for i in range(5)]
     with pytest.raises(LaneError, match="chunk 'chunk-0001' failed after 1 attempt"):
-        run_lane(lane(), document=doc, chunks=chunks, references={}, client=None,
-                 session_id="s1", llm_fingerprint="fp", max_concurrency=2,
-                 progress=lines.append)
+        run_lane(
+            lane(),
+            document=doc,
+            chunks=chunks,
+            references={},
+            client=None,
+            session_id="s1",
+            llm_fingerprint="fp",
+            max_concurrency=2,
+            progress=lines.append,
+        )
     assert ATTEMPTS == {"chunk-0000": 1, "chunk-0001": 1}
     assert lines == ["items: chunk 1/5 chunk-0000 llm"]

@@ -97,14 +97,31 @@ def test_the_offline_profile_is_the_one_production_resolves_with_its_published_v
     assert resolved.llm_profile_name == "offline"
     assert resolved.llm_profile == offline_profile().model_dump(mode="json")
     # These values are in every published manifest and the checkpoint fingerprints.
-    assert {k: resolved.llm_profile[k] for k in (
-        "model", "server", "temperature", "max_tokens", "timeout_s", "retries",
-        "max_concurrency", "context_tokens")} == {
-        "model": "openai/smollm2-135m-instruct", "server": "llama-cpp", "temperature": 0.0,
-        "max_tokens": 384, "timeout_s": 300.0, "retries": 1, "max_concurrency": 1,
-        "context_tokens": 4096}
+    assert {
+        k: resolved.llm_profile[k]
+        for k in (
+            "model",
+            "server",
+            "temperature",
+            "max_tokens",
+            "timeout_s",
+            "retries",
+            "max_concurrency",
+            "context_tokens",
+        )
+    } == {
+        "model": "openai/smollm2-135m-instruct",
+        "server": "llama-cpp",
+        "temperature": 0.0,
+        "max_tokens": 384,
+        "timeout_s": 300.0,
+        "retries": 1,
+        "max_concurrency": 1,
+        "context_tokens": 4096,
+    }
     assert LLMProfile.model_validate(resolved.llm_profile).fingerprint() == (
-        "sha256:88071713830fe97b12013e8c4707bdf3249a61363584ec32705180cdda92677d")
+        "sha256:88071713830fe97b12013e8c4707bdf3249a61363584ec32705180cdda92677d"
+    )
 
 
 def test_a_profiles_own_llm_profile_of_a_builtin_name_wins() -> None:

@@ -111,10 +111,10 @@ def run_lane(
     collected = _collect(extracted)
     merged = _merge(run, modules.merger, collected.accepted)
     if merged.output is None:
-        return _result(run, modules, collected, after=(merged,), payload=None)
+        return _result(run, modules.extractor, collected, after=(merged,), payload=None)
     normalized = _normalize(run, modules.normalizer, merged.output)
     payload = normalized.output.payload if normalized.output is not None else None
-    return _result(run, modules, collected, after=(merged, normalized), payload=payload)
+    return _result(run, modules.extractor, collected, after=(merged, normalized), payload=payload)
 
 
 # ---- what the steps share
@@ -300,7 +300,7 @@ def _normalize(run: _LaneRun, normalizer: Normalizer, merged: ModuleOutput) -> _
 
 def _result(
     run: _LaneRun,
-    modules: _Modules,
+    extractor: Extractor,
     collected: _Collected,
     *,
     after: Sequence[_Attempted],
@@ -319,7 +319,7 @@ def _result(
         elif step.output is not None:
             warnings.extend(step.output.warnings)
     status = collected.status
-    metadata = dict(modules.extractor.manifest_metadata())
+    metadata = dict(extractor.manifest_metadata())
     return LaneResult(
         lane_id=run.lane.id,
         kind=run.lane.kind,

@@ -31,6 +31,7 @@ from notarius_dagster.engine.validators import known_validators, resolve_chain
 
 BindingSource = Literal["pipeline", "target", "runtime"]
 
+
 class ResolvedBinding(Frozen):
     """A reference slot bound for one target. `path` is absolute and never published;
     manifests show `display` (the file name) and the content digest."""
