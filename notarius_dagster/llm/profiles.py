@@ -2,7 +2,11 @@
 
 A profile is configuration, not a connection. It never holds a secret: an API key is named by
 the environment variable that carries it, so a profile can be digested into checkpoint
-fingerprints and printed in manifests without leaking credentials."""
+fingerprints and printed in manifests without leaking credentials.
+
+The built-in profiles are defined here and nowhere else. The engine never imports this module:
+`notarius_dagster.modules.load_modules()` calls `register_profiles` with the engine's
+`LLMProfileCatalog`, which resolution then reads."""
 
 from __future__ import annotations
 
@@ -82,7 +86,8 @@ OFFLINE = LLMProfile(
     max_concurrency=1,
 )
 """The bundled offline model (SmolLM2-135M-Instruct via llama.cpp): proves the real path works
-offline, extracts poorly. A CPU answers slowly, hence the long timeout and a single worker."""
+offline, extracts poorly. Every value is published in the manifests of its runs, and its model,
+temperature and token limits are in every checkpoint key (see `LLMProfile.fingerprint`)."""
 
 TEST_DOUBLE = LLMProfile(
     name="test-double",
@@ -110,14 +115,10 @@ def builtin_profile(builtin: str, **overrides: Any) -> LLMProfile:
     return LLMProfile.model_validate({**BUILTIN_PROFILES[builtin].model_dump(), **overrides})
 
 
-def validate_profile(name: str, cfg: Mapping[str, Any]) -> LLMProfile:
-    """Profile `name` from its configuration mapping (raises `pydantic.ValidationError`)."""
-    return LLMProfile.model_validate({"name": name, **cfg})
-
-
 def canonical_profile(name: str, cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """The engine's `LLMProfileValidator`: the profile's JSON form, every field filled in."""
-    return validate_profile(name, cfg).model_dump(mode="json")
+    """The engine's `LLMProfileValidator`: profile `name`'s JSON form, every field filled in
+    (raises `pydantic.ValidationError`)."""
+    return LLMProfile.model_validate({"name": name, **cfg}).model_dump(mode="json")
 
 
 def register_profiles(catalog: LLMProfileCatalog) -> None:
