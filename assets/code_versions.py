@@ -11,11 +11,9 @@ from notarius_dagster.engine.resolution import ResolvedLane, ResolvedPipeline, R
 
 
 def _stage_material(stage: ResolvedStage) -> dict[str, object]:
-    module = CATALOG.build(stage.stage, stage.module, stage.options)
-    material = getattr(module, "fingerprint_material", None)
     return {
         "stage": stage.model_dump(mode="json"),
-        "material": dict(material()) if callable(material) else {},
+        "material": CATALOG.fingerprint_material(stage.stage, stage.module, stage.options),
     }
 
 

@@ -11,5 +11,9 @@ def load_modules() -> list[str]:
     import notarius_dagster.engine.chunking  # noqa: F401  (registers `generic`)
     import notarius_dagster.engine.stages  # noqa: F401  (registers appendorder, noop, json)
     from notarius_dagster.dnd import load_lanes
+    from notarius_dagster.engine.llm_profiles import LLM_PROFILES
+    from notarius_dagster.llm.profiles import register_profiles
+
+    register_profiles(LLM_PROFILES)  # the built-in LLM profiles and their validator
 
     return load_lanes()

@@ -1,8 +1,11 @@
-"""Lane execution semantics (reference/pipeline.md): retries per binding, runner-owned
-provenance, validator rejections recorded and not fatal, warnings only from used attempts."""
+"""Lane execution semantics: retries per binding, runner-owned provenance, validator
+rejections recorded and not fatal, warnings only from used attempts, checkpoints, progress
+lines, LLM errors by type, and no model call after a failed chunk."""
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -12,9 +15,9 @@ from pydantic import BaseModel, ConfigDict
 from notarius_dagster.engine.artifact_kinds import ArtifactKind, register_kind
 from notarius_dagster.engine.catalog import CATALOG, ModuleSpec
 from notarius_dagster.engine.chunking import make_chunk
-from notarius_dagster.engine.contracts import ExtractRequest, LLMUsage, ModuleOutput
-from notarius_dagster.engine.errors import LaneError
-from notarius_dagster.engine.lane_runner import run_lane
+from notarius_dagster.engine.contracts import BaseExtractor, ExtractRequest, LLMUsage, ModuleOutput
+from notarius_dagster.engine.errors import LaneError, LLMError, TransientLLMError
+from notarius_dagster.engine.lane_runner import LaneResult, run_lane
 from notarius_dagster.engine.models import RunWarning, SourceDocument, SourceRef
 from notarius_dagster.engine.resolution import ResolvedLane, ResolvedStage
 
@@ -50,7 +53,7 @@ SCRIPT: dict[str, Script] = {}
 ATTEMPTS: dict[str, int] = {}
 
 
-class ScriptedExtractor:
+class ScriptedExtractor(BaseExtractor):
     """Behaves per chunk and attempt as the test's script says."""
 
     def __init__(self, options: dict[str, Any]) -> None:
@@ -124,7 +127,9 @@ def lane(
     )
 
 
-def run(doc: SourceDocument, script: Script, **lane_kw: Any):
+def run(
+    doc: SourceDocument, script: Script, *, run_kw: dict[str, Any] | None = None, **lane_kw: Any
+) -> LaneResult:
     SCRIPT["fn"] = script
     ATTEMPTS.clear()
     chunks = [make_chunk(doc, 0, doc.units[:5]), make_chunk(doc, 1, doc.units[5:])]
@@ -136,6 +141,7 @@ def run(doc: SourceDocument, script: Script, **lane_kw: Any):
         client=None,
         session_id="s1",
         llm_fingerprint="fp",
+        **(run_kw or {}),
     )
 
 
@@ -276,3 +282,188 @@ def test_explicit_empty_validator_chain_accepts_everything(doc: SourceDocument) 
     # Nothing is rejected at extract; the merge's default chain still catches the bad citation.
     assert [r.stage for r in result.rejections] == ["merge"]
     assert result.status == "rejected" and result.payload is None
+
+
+class MemoryCheckpoints:
+    """A checkpoint store in a dict, recording the fingerprints it was asked for."""
+
+    def __init__(self) -> None:
+        self.stored: dict[str, ModuleOutput] = {}
+        self.asked: list[str] = []
+
+    def get(self, fingerprint: str) -> ModuleOutput | None:
+        self.asked.append(fingerprint)
+        return self.stored.get(fingerprint)
+
+    def put(self, fingerprint: str, output: ModuleOutput) -> None:
+        self.stored[fingerprint] = output
+
+
+def test_progress_names_every_chunk_in_order_then_the_merge_and_the_normalize(
+    doc: SourceDocument,
+) -> None:
+    lines: list[str] = []
+    run(doc, lambda req, n: good(req), run_kw={"progress": lines.append, "max_concurrency": 2})
+    assert lines == [
+        "items: chunk 1/2 chunk-0000 llm",
+        "items: chunk 2/2 chunk-0001 llm",
+        "items: merged 2 extract(s)",
+        "items: normalized",
+    ]
+
+
+def test_a_rejected_merge_reports_no_merge_or_normalize_progress(doc: SourceDocument) -> None:
+    lines: list[str] = []
+    result = run(
+        doc,
+        lambda req, n: ModuleOutput(payload=payload(req, ["x"], cite=999)),
+        validators=(),
+        run_kw={"progress": lines.append},
+    )
+    assert result.status == "rejected"
+    assert lines == ["items: chunk 1/2 chunk-0000 llm", "items: chunk 2/2 chunk-0001 llm"]
+    assert result.stats.rejected == 0  # counts rejected chunks; the merge rejection is listed
+    assert [r.stage for r in result.rejections] == ["merge"]
+
+
+def test_a_stored_extraction_is_reused_without_calling_the_extractor(
+    doc: SourceDocument,
+) -> None:
+    store = MemoryCheckpoints()
+    first = run(doc, lambda req, n: good(req), run_kw={"checkpoints": store})
+    lines: list[str] = []
+    second = run(
+        doc, lambda req, n: good(req), run_kw={"checkpoints": store, "progress": lines.append}
+    )
+    assert ATTEMPTS == {}
+    assert second.payload == first.payload
+    assert second.chunk_status == {"chunk-0000": "reused", "chunk-0001": "reused"}
+    assert (second.stats.reused, second.stats.called_model, second.stats.usage.calls) == (2, 0, 0)
+    assert lines[:2] == ["items: chunk 1/2 chunk-0000 reused", "items: chunk 2/2 chunk-0001 reused"]
+    assert len(set(store.asked)) == 2  # one fingerprint per chunk, the same both times
+
+
+def test_a_rejected_extraction_is_not_stored(doc: SourceDocument) -> None:
+    store = MemoryCheckpoints()
+    run(
+        doc,
+        lambda req, n: ModuleOutput(payload=payload(req, ["x"], cite=999)),
+        run_kw={"checkpoints": store},
+    )
+    assert store.stored == {}
+
+
+class MaterialExtractor(ScriptedExtractor):
+    """A scripted extractor with its own fingerprint material and manifest metadata."""
+
+    material: dict[str, str] = {"prompt": "sha256:one"}
+
+    def fingerprint_material(self) -> dict[str, str]:
+        return dict(MaterialExtractor.material)
+
+    def manifest_metadata(self) -> dict[str, str]:
+        return {"prompt_sha256": MaterialExtractor.material["prompt"]}
+
+
+CATALOG.register(
+    ModuleSpec(
+        key="test.material", stage="extract", artifact_kind="test/item-list", requires=("chunks",)
+    ),
+    MaterialExtractor,
+)
+
+
+def test_fingerprint_material_changes_the_checkpoint_key_and_metadata_reaches_the_result(
+    doc: SourceDocument,
+) -> None:
+    store = MemoryCheckpoints()
+    the_lane = lane().model_copy(
+        update={"extract": lane().extract.model_copy(update={"module": "test.material"})}
+    )
+    SCRIPT["fn"] = lambda req, n: good(req)
+    chunks = [make_chunk(doc, 0, doc.units[:5])]
+
+    def go() -> LaneResult:
+        ATTEMPTS.clear()
+        return run_lane(
+            the_lane,
+            document=doc,
+            chunks=chunks,
+            references={},
+            client=None,
+            session_id="s1",
+            llm_fingerprint="fp",
+            checkpoints=store,
+        )
+
+    MaterialExtractor.material = {"prompt": "sha256:one"}
+    first = go()
+    assert first.metadata == {"extractor": {"prompt_sha256": "sha256:one"}}
+    assert go().chunk_status == {"chunk-0000": "reused"}
+    MaterialExtractor.material = {"prompt": "sha256:two"}  # an edited prompt
+    edited = go()
+    assert edited.chunk_status == {"chunk-0000": "llm"} and ATTEMPTS == {"chunk-0000": 1}
+    assert edited.metadata == {"extractor": {"prompt_sha256": "sha256:two"}}
+
+
+def test_the_default_hooks_add_no_metadata(doc: SourceDocument) -> None:
+    assert run(doc, lambda req, n: good(req)).metadata == {}
+
+
+def test_a_transient_llm_error_escapes_unchanged_and_is_not_retried(doc: SourceDocument) -> None:
+    def script(req: ExtractRequest, n: int) -> ModuleOutput:
+        raise TransientLLMError("LLM call to m failed after 3 attempts: RateLimitError: slow")
+
+    with pytest.raises(TransientLLMError, match="RateLimitError"):
+        run(doc, script, retries=2)
+    assert ATTEMPTS == {"chunk-0000": 1}
+
+
+def test_a_permanent_llm_error_fails_the_lane_at_its_first_attempt(doc: SourceDocument) -> None:
+    def script(req: ExtractRequest, n: int) -> ModuleOutput:
+        raise LLMError("LLM call to m failed after 1 attempt: AuthenticationError: bad key")
+
+    with pytest.raises(LaneError) as info:
+        run(doc, script, retries=2)
+    assert not isinstance(info.value, TransientLLMError)
+    assert str(info.value) == (
+        "lane 'items' extract (test.scripted) chunk 'chunk-0000' failed after 1 attempt(s): "
+        "LLM call to m failed after 1 attempt: AuthenticationError: bad key"
+    )
+    assert ATTEMPTS == {"chunk-0000": 1}
+
+
+def test_after_a_failed_chunk_the_chunks_not_started_never_call_the_extractor(
+    doc: SourceDocument,
+) -> None:
+    """Two workers: chunk 1 fails while chunk 0 is still running, so the free worker moves on
+    to chunks 2-4 while the lane cannot stop yet. They must not reach the extractor."""
+    chunk_one_failed = threading.Event()
+
+    def script(req: ExtractRequest, n: int) -> ModuleOutput:
+        if req.chunk.index == 1:
+            chunk_one_failed.set()
+            raise RuntimeError("provider exploded")
+        if req.chunk.index == 0:
+            assert chunk_one_failed.wait(timeout=10)
+            time.sleep(0.3)  # time enough for the free worker to take every later chunk
+        return good(req)
+
+    SCRIPT["fn"] = script
+    ATTEMPTS.clear()
+    lines: list[str] = []
+    chunks = [make_chunk(doc, i, doc.units[2 * i : 2 * i + 2]) for i in range(5)]
+    with pytest.raises(LaneError, match="chunk 'chunk-0001' failed after 1 attempt"):
+        run_lane(
+            lane(),
+            document=doc,
+            chunks=chunks,
+            references={},
+            client=None,
+            session_id="s1",
+            llm_fingerprint="fp",
+            max_concurrency=2,
+            progress=lines.append,
+        )
+    assert ATTEMPTS == {"chunk-0000": 1, "chunk-0001": 1}
+    assert lines == ["items: chunk 1/5 chunk-0000 llm"]

@@ -10,8 +10,10 @@ import pytest
 import yaml
 
 from notarius_dagster.engine.config import parse_profile
-from notarius_dagster.engine.errors import ProfileError
+from notarius_dagster.engine.errors import ProfileError, ResolutionError
+from notarius_dagster.engine.llm_profiles import LLM_PROFILES, LLMProfileCatalog
 from notarius_dagster.engine.resolution import resolve_pipeline, resolve_profile_file
+from notarius_dagster.llm.profiles import LLMProfile, canonical_profile, offline_profile
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -88,6 +90,79 @@ def test_bad_llm_profile_field_names_key_path() -> None:
     data["llm_profiles"] = {"mine": {"model": "openai/x", "temperature": "hot"}}
     data["pipeline"]["llm_profile"] = "mine"
     assert error_of(data).key_path == "llm_profiles.mine.temperature"
+
+
+def test_the_offline_profile_is_the_one_production_resolves_with_its_published_values() -> None:
+    resolved = resolve_profile_file(REPO / "configs" / "offline.yaml")
+    assert resolved.llm_profile_name == "offline"
+    assert resolved.llm_profile == offline_profile().model_dump(mode="json")
+    # These values are in every published manifest and the checkpoint fingerprints.
+    assert {
+        k: resolved.llm_profile[k]
+        for k in (
+            "model",
+            "server",
+            "temperature",
+            "max_tokens",
+            "timeout_s",
+            "retries",
+            "max_concurrency",
+            "context_tokens",
+        )
+    } == {
+        "model": "openai/smollm2-135m-instruct",
+        "server": "llama-cpp",
+        "temperature": 0.0,
+        "max_tokens": 384,
+        "timeout_s": 300.0,
+        "retries": 1,
+        "max_concurrency": 1,
+        "context_tokens": 4096,
+    }
+    assert LLMProfile.model_validate(resolved.llm_profile).fingerprint() == (
+        "sha256:88071713830fe97b12013e8c4707bdf3249a61363584ec32705180cdda92677d"
+    )
+
+
+def test_a_profiles_own_llm_profile_of_a_builtin_name_wins() -> None:
+    data = base()
+    data["llm_profiles"] = {"offline": {"model": "openai/elsewhere", "max_tokens": 64}}
+    data["pipeline"]["llm_profile"] = "offline"
+    resolved = resolve(data)
+    assert resolved.llm_profile["model"] == "openai/elsewhere"
+    assert resolved.llm_profile["max_tokens"] == 64 and resolved.llm_profile["server"] == "none"
+
+
+def test_the_engine_resolves_llm_profiles_only_through_the_injected_catalog() -> None:
+    catalog = LLMProfileCatalog()
+    catalog.register_builtin("house", {"model": "openai/house-model"})
+    catalog.set_validator(canonical_profile)
+    data = base()
+    data["pipeline"]["llm_profile"] = "house"
+    assert resolve(data, llm_catalog=catalog).llm_profile["model"] == "openai/house-model"
+    data["pipeline"]["llm_profile"] = "test-double"  # built in globally, not in this catalog
+    err = error_of(data, llm_catalog=catalog)
+    assert err.key_path == "pipeline.llm_profile"
+    assert str(err) == (
+        "profile 'p.yaml': pipeline.llm_profile: unknown LLM profile 'test-double'; "
+        "known: ['house']"
+    )
+    assert "house" not in LLM_PROFILES.builtins()
+
+
+def test_without_a_registered_validator_resolution_says_so() -> None:
+    catalog = LLMProfileCatalog()
+    catalog.register_builtin("test-double", {"model": "x/y"})
+    with pytest.raises(ResolutionError, match="no LLM profile validator is registered"):
+        resolve(base(), llm_catalog=catalog)
+
+
+def test_a_builtin_llm_profile_cannot_be_registered_twice_with_other_values() -> None:
+    catalog = LLMProfileCatalog()
+    catalog.register_builtin("a", {"model": "x/y"})
+    catalog.register_builtin("a", {"model": "x/y"})  # the same again: a no-op
+    with pytest.raises(ValueError, match="'a' registered twice"):
+        catalog.register_builtin("a", {"model": "x/z"})
 
 
 def test_duplicate_lane_ids_are_refused() -> None:

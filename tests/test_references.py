@@ -12,7 +12,7 @@ from dagster import AssetKey, DagsterInstance
 
 from notarius_dagster.engine.catalog import CATALOG, ModuleSpec, ReferenceSlot
 from notarius_dagster.engine.config import parse_profile
-from notarius_dagster.engine.contracts import ExtractRequest, ModuleOutput
+from notarius_dagster.engine.contracts import BaseExtractor, ExtractRequest, ModuleOutput
 from notarius_dagster.engine.errors import ProfileError, ReferenceError_
 from notarius_dagster.engine.references import prepare_file, prepare_generated
 from notarius_dagster.engine.resolution import RuntimeBinding, resolve_pipeline
@@ -28,7 +28,7 @@ SCENES = ReferenceSlot(name="scenes", accepted_kinds=("dnd/scene-description-lis
 NEEDED = ReferenceSlot(name="needed", required=True)
 
 
-class GlossaryExtractor:
+class GlossaryExtractor(BaseExtractor):
     """Uses the glossary (counts its lines) without ever echoing it."""
 
     def __init__(self, options: dict[str, Any]) -> None:

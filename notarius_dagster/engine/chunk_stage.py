@@ -4,7 +4,7 @@ chunk result is recorded and stops the lanes; a framework error fails the run.""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from notarius_dagster.engine.catalog import CATALOG, ModuleCatalog
@@ -17,7 +17,14 @@ from notarius_dagster.engine.contracts import (
 )
 from notarius_dagster.engine.errors import ChunkingError
 from notarius_dagster.engine.llm_contract import StructuredClient
-from notarius_dagster.engine.models import ChunkMap, Frozen, Rejection, RunWarning, SourceDocument
+from notarius_dagster.engine.models import (
+    Chunk,
+    ChunkMap,
+    Frozen,
+    Rejection,
+    RunWarning,
+    SourceDocument,
+)
 from notarius_dagster.engine.resolution import ResolvedStage
 from notarius_dagster.engine.validators import ValidationContext, run_chain
 
@@ -41,23 +48,25 @@ def run_chunk_stage(
     client: StructuredClient | None = None,
     catalog: ModuleCatalog = CATALOG,
 ) -> ChunkResult:
-    chunker = catalog.build("chunk", stage.module, stage.options)
-    context = RunContext(
-        session_id=session_id,
-        lane_id=None,
-        module_key=stage.module,
-        options=stage.options,
-        references=references or {},
-        client=client,
-    )
-    vctx = ValidationContext(
-        stage="chunk", lane_id=None, module_key=stage.module, kind=None, document=document
+    """Chunk `document` with its retries: a framework error or a rejected chunk list uses one
+    attempt; the last rejection is returned, the last framework error raised as ChunkingError."""
+    chunker = catalog.build_chunker(stage.module, stage.options)
+    request = ChunkRequest(
+        document=document,
+        context=RunContext(
+            session_id=session_id,
+            lane_id=None,
+            module_key=stage.module,
+            options=stage.options,
+            references=references or {},
+            client=client,
+        ),
     )
     attempts = stage.retries + 1
     problem: tuple[str, str] | None = None
     for attempt in range(1, attempts + 1):
         try:
-            chunks = chunker.chunk(ChunkRequest(document=document, context=context))
+            chunks = chunker.chunk(request)
         except Exception as exc:
             if attempt < attempts:
                 continue
@@ -65,13 +74,7 @@ def run_chunk_stage(
                 f"chunker {stage.module!r} failed after {attempts} attempt(s): "
                 f"{type(exc).__name__}: {exc}"
             ) from exc
-        problems = chunk_invariant_problems(document, chunks)
-        if problems:
-            problem = ("chunk_invariants", "; ".join(problems[:5]))
-        else:
-            problem = run_chain(
-                stage.validators, vctx, ModuleOutput(payload={"chunks": len(chunks)})
-            )
+        problem = _problem(stage, document, chunks)
         if problem is None:
             return ChunkResult(
                 chunk_map=ChunkMap(
@@ -96,3 +99,17 @@ def run_chunk_stage(
             attempts=attempts,
         ),
     )
+
+
+def _problem(
+    stage: ResolvedStage, document: SourceDocument, chunks: Sequence[Chunk]
+) -> tuple[str, str] | None:
+    """The framework invariants first (they name chunks by index, never content), then the
+    stage's validator chain; None when the chunk list is accepted."""
+    problems = chunk_invariant_problems(document, chunks)
+    if problems:
+        return ("chunk_invariants", "; ".join(problems[:5]))
+    vctx = ValidationContext(
+        stage="chunk", lane_id=None, module_key=stage.module, kind=None, document=document
+    )
+    return run_chain(stage.validators, vctx, ModuleOutput(payload={"chunks": len(chunks)}))

@@ -109,8 +109,11 @@ CATALOG.register(
 
 
 def chunk_invariant_problems(document: SourceDocument, chunks: Sequence[Chunk]) -> list[str]:
-    """The framework invariants of reference/pipeline.md ("Chunk Results"). Each problem names
-    the chunk by index and id, never its content."""
+    """The framework invariants every chunker's result must meet: non-empty unique ids, the
+    document's source id, each index equal to its position, start and end units in the
+    document and in order, non-empty content and media type, at least one unit, no unit twice,
+    every unit in the document and in document order. Each problem names the chunk by index
+    and id, never its content."""
     problems: list[str] = []
     positions = document.position_index()
     seen_ids: set[str] = set()

@@ -115,16 +115,55 @@ class NormalizeRequest:
 
 
 class Chunker(Protocol):
+    """A `chunk` module: cuts the document into chunks (the runner checks and rebuilds them)."""
+
     def chunk(self, request: ChunkRequest) -> list[Chunk]: ...
 
 
 class Extractor(Protocol):
+    """An `extract` module: one output per chunk. Besides `extract` it answers two questions,
+    each once per lane run:
+
+    - `fingerprint_material()` (asked before extraction): what, besides its key, version and
+      options, determines its output (prompt and answer-schema hashes). It is mixed into the
+      checkpoint fingerprints and the lane's code version, so a prompt edit misses every
+      stored extraction.
+    - `manifest_metadata()` (asked after extraction, so it may report what it saw): content-
+      safe facts for the lane's entry in the manifest (hashes, counts; never prompt text).
+
+    Subclass `BaseExtractor` for the defaults (both `{}`)."""
+
     def extract(self, request: ExtractRequest) -> ModuleOutput: ...
+
+    def fingerprint_material(self) -> Mapping[str, Any]: ...
+
+    def manifest_metadata(self) -> Mapping[str, Any]: ...
+
+
+class BaseExtractor:
+    """The documented defaults of the extractor hooks: nothing to add to fingerprints (the
+    key, version and options already determine the output) and no manifest metadata."""
+
+    def fingerprint_material(self) -> Mapping[str, Any]:
+        return {}
+
+    def manifest_metadata(self) -> Mapping[str, Any]:
+        return {}
 
 
 class Merger(Protocol):
+    """A `merge` module: one output from the accepted extracts, in chunk order. A function of
+    its inputs and options only: it has no fingerprint material and no manifest metadata."""
+
     def merge(self, request: MergeRequest) -> ModuleOutput: ...
 
 
 class Normalizer(Protocol):
+    """A `normalize` module: the lane's final artifact from the merged output. Like a merger,
+    a function of its inputs and options only."""
+
     def normalize(self, request: NormalizeRequest) -> ModuleOutput: ...
+
+
+StageModule = Chunker | Extractor | Merger | Normalizer | None
+"""What a module factory returns (`None` for the `json` output spec, which builds nothing)."""

@@ -50,6 +50,14 @@ class LLMUnavailableError(LLMError):
     """A chosen LLM tier cannot be used here (missing key, missing server); never substituted."""
 
 
+class TransientLLMError(LLMError):
+    """The provider failed in a way that may pass (rate limit, timeout, connection, 5xx) and
+    still failed after the profile's retries. Declared here, raised by the LLM layer: the lane
+    runner lets it escape unchanged so that the orchestration layer may retry the step."""
+
+    transient: bool = True
+
+
 class OutputError(NotariusError):
     """The output encoder refused the bundle; nothing was written."""
 

@@ -1,30 +1,44 @@
-"""Lane execution (reference/pipeline.md, "Within an artifact lane"): extract one output per
-accepted chunk (retries per binding, concurrently up to the LLM profile's limit), runner-owned
-provenance, validation, merge, normalize. A validator rejection is recorded and not fatal;
-warnings come only from attempts whose output is used."""
+"""Lane execution: extract one output per accepted chunk (retries per binding, concurrently up
+to the LLM profile's limit, stored extractions reused), runner-owned provenance, validation,
+merge, normalize. A validator rejection is recorded and not fatal; warnings come only from
+attempts whose output is used.
+
+`run_lane` reads as its steps: build the modules, extract every chunk, collect the accepted
+extracts, merge, normalize, and assemble the result."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal, cast
 
 from pydantic import Field
 
-from notarius_dagster.engine.artifact_kinds import get_kind
+from notarius_dagster.engine.artifact_kinds import ArtifactKind, get_kind
 from notarius_dagster.engine.catalog import CATALOG, ModuleCatalog
 from notarius_dagster.engine.checkpoints import CheckpointStore, extraction_fingerprint
 from notarius_dagster.engine.contracts import (
+    Extractor,
     ExtractRequest,
     LLMUsage,
+    Merger,
     MergeRequest,
     ModuleOutput,
+    Normalizer,
     NormalizeRequest,
     PreparedReference,
     RunContext,
 )
-from notarius_dagster.engine.errors import LaneError, LLMError, LLMUnavailableError, NotariusError
+from notarius_dagster.engine.errors import (
+    LaneError,
+    LLMError,
+    LLMUnavailableError,
+    NotariusError,
+    TransientLLMError,
+)
 from notarius_dagster.engine.llm_contract import StructuredClient
 from notarius_dagster.engine.models import (
     Chunk,
@@ -67,15 +81,350 @@ class LaneResult(Frozen):
     references: tuple[dict[str, Any], ...] = ()
 
 
+def run_lane(
+    lane: ResolvedLane,
+    *,
+    document: SourceDocument,
+    chunks: Sequence[Chunk],
+    references: Mapping[str, Mapping[str, PreparedReference]],
+    client: StructuredClient | None,
+    session_id: str,
+    llm_fingerprint: str,
+    max_concurrency: int = 1,
+    checkpoints: CheckpointStore | None = None,
+    progress: Progress | None = None,
+    catalog: ModuleCatalog = CATALOG,
+) -> LaneResult:
+    """Run one lane over the accepted chunks. `references` maps stage name to its prepared
+    references by slot. Raises LaneError for a framework failure after its retries; an LLM
+    error that is transient or an unavailable tier escapes unchanged."""
+    run = _LaneRun(lane, get_kind(lane.kind), document, references, client, session_id, progress)
+    modules = _build_modules(lane, catalog)
+    extracted = _extract_all(
+        run,
+        modules.extractor,
+        chunks,
+        llm_fingerprint=llm_fingerprint,
+        checkpoints=checkpoints,
+        max_concurrency=max_concurrency,
+    )
+    collected = _collect(extracted)
+    merged = _merge(run, modules.merger, collected.accepted)
+    if merged.output is None:
+        return _result(run, modules.extractor, collected, after=(merged,), payload=None)
+    normalized = _normalize(run, modules.normalizer, merged.output)
+    payload = normalized.output.payload if normalized.output is not None else None
+    return _result(run, modules.extractor, collected, after=(merged, normalized), payload=payload)
+
+
+# ---- what the steps share
+
+
+@dataclass(frozen=True)
+class _LaneRun:
+    """The inputs every step of one lane run reads."""
+
+    lane: ResolvedLane
+    kind: ArtifactKind
+    document: SourceDocument
+    references: Mapping[str, Mapping[str, PreparedReference]]
+    client: StructuredClient | None
+    session_id: str
+    progress: Progress | None
+
+    def context(self, stage: ResolvedStage) -> RunContext:
+        return RunContext(
+            session_id=self.session_id,
+            lane_id=self.lane.id,
+            module_key=stage.module,
+            options=stage.options,
+            references=self.references.get(stage.stage, {}),
+            client=self.client,
+            kind=self.kind,
+        )
+
+    def validation(self, stage: ResolvedStage, **inputs: Any) -> ValidationContext:
+        """What the stage's validator chain sees (`chunk`, `extracts` or `merged`)."""
+        return ValidationContext(
+            stage=stage.stage,
+            lane_id=self.lane.id,
+            module_key=stage.module,
+            kind=self.kind,
+            document=self.document,
+            references=self.references.get(stage.stage, {}),
+            **inputs,
+        )
+
+    def report(self, line: str) -> None:
+        if self.progress:
+            self.progress(line)
+
+
+@dataclass(frozen=True)
+class _Modules:
+    extractor: Extractor
+    merger: Merger
+    normalizer: Normalizer
+
+
 class _Attempted(Frozen):
+    """One stage item after its retries: the used output or the rejection, and what every
+    attempt cost."""
+
     output: ModuleOutput | None
     rejection: Rejection | None
     usage: LLMUsage
 
 
+@dataclass(frozen=True)
+class _Extracted:
+    chunk: Chunk
+    attempted: _Attempted
+    status: ChunkStatus
+
+
+@dataclass(frozen=True)
+class _Collected:
+    """The extraction results folded in chunk order."""
+
+    chunks: int
+    accepted: tuple[ModuleOutput, ...]
+    rejections: tuple[Rejection, ...]
+    warnings: tuple[RunWarning, ...]
+    usage: LLMUsage
+    status: dict[str, ChunkStatus]
+
+
+# ---- the steps, in order
+
+
+def _build_modules(lane: ResolvedLane, catalog: ModuleCatalog) -> _Modules:
+    """All three modules, before any chunk is extracted."""
+    return _Modules(
+        extractor=catalog.build_extractor(lane.extract.module, lane.extract.options),
+        merger=catalog.build_merger(lane.merge.module, lane.merge.options),
+        normalizer=catalog.build_normalizer(lane.normalize.module, lane.normalize.options),
+    )
+
+
+def _extract_all(
+    run: _LaneRun,
+    extractor: Extractor,
+    chunks: Sequence[Chunk],
+    *,
+    llm_fingerprint: str,
+    checkpoints: CheckpointStore | None,
+    max_concurrency: int,
+) -> list[_Extracted]:
+    """Extract every chunk on up to `max_concurrency` threads; results and progress lines come
+    in chunk order. After one chunk fails, chunks not yet started do not call the model: they
+    are cancelled, and the first failure in chunk order is raised."""
+    job = _ChunkExtraction(
+        run=run,
+        extractor=extractor,
+        context=run.context(run.lane.extract),
+        material=dict(extractor.fingerprint_material()),
+        llm_fingerprint=llm_fingerprint,
+        checkpoints=checkpoints,
+    )
+    stop = threading.Event()
+    results: list[_Extracted] = []
+    pool = ThreadPoolExecutor(max_workers=max(1, max_concurrency))
+    try:
+        futures = [pool.submit(_unless_stopped, stop, job, chunk) for chunk in chunks]
+        for done, future in enumerate(futures, start=1):
+            item = future.result()
+            results.append(item)
+            run.report(
+                f"{run.lane.id}: chunk {done}/{len(chunks)} {item.chunk.chunk_id} {item.status}"
+            )
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    return results
+
+
+def _collect(extracted: Sequence[_Extracted]) -> _Collected:
+    usage = LLMUsage()
+    accepted: list[ModuleOutput] = []
+    rejections: list[Rejection] = []
+    warnings: list[RunWarning] = []
+    status: dict[str, ChunkStatus] = {}
+    for item in extracted:
+        usage = usage + item.attempted.usage
+        status[item.chunk.chunk_id] = item.status
+        if item.attempted.rejection is not None:
+            rejections.append(item.attempted.rejection)
+        else:
+            assert item.attempted.output is not None
+            accepted.append(item.attempted.output)
+            warnings.extend(item.attempted.output.warnings)
+    return _Collected(
+        chunks=len(extracted),
+        accepted=tuple(accepted),
+        rejections=tuple(rejections),
+        warnings=tuple(warnings),
+        usage=usage,
+        status=status,
+    )
+
+
+def _merge(run: _LaneRun, merger: Merger, accepted: tuple[ModuleOutput, ...]) -> _Attempted:
+    stage = run.lane.merge
+    request = MergeRequest(document=run.document, extracts=accepted, context=run.context(stage))
+    merged = _attempt(
+        partial(merger.merge, request),
+        run.validation(stage, extracts=accepted),
+        stage=stage,
+        lane_id=run.lane.id,
+        chunk_id=None,
+    )
+    if merged.output is not None:
+        run.report(f"{run.lane.id}: merged {len(accepted)} extract(s)")
+    return merged
+
+
+def _normalize(run: _LaneRun, normalizer: Normalizer, merged: ModuleOutput) -> _Attempted:
+    stage = run.lane.normalize
+    request = NormalizeRequest(document=run.document, merged=merged, context=run.context(stage))
+    normalized = _attempt(
+        partial(normalizer.normalize, request),
+        run.validation(stage, merged=merged),
+        stage=stage,
+        lane_id=run.lane.id,
+        chunk_id=None,
+    )
+    if normalized.output is not None:
+        run.report(f"{run.lane.id}: normalized")
+    return normalized
+
+
+def _result(
+    run: _LaneRun,
+    extractor: Extractor,
+    collected: _Collected,
+    *,
+    after: Sequence[_Attempted],
+    payload: dict[str, Any] | None,
+) -> LaneResult:
+    """The lane's value. `after` are the merge (and normalize) results that ran: a rejected
+    one ends the lane. `stats.rejected` counts rejected chunks only."""
+    rejections = list(collected.rejections)
+    warnings = list(collected.warnings)
+    later_usage = after[0].usage
+    for step in after[1:]:
+        later_usage = later_usage + step.usage
+    for step in after:
+        if step.rejection is not None:
+            rejections.append(step.rejection)
+        elif step.output is not None:
+            warnings.extend(step.output.warnings)
+    status = collected.status
+    metadata = dict(extractor.manifest_metadata())
+    return LaneResult(
+        lane_id=run.lane.id,
+        kind=run.lane.kind,
+        status="accepted" if payload is not None else "rejected",
+        payload=payload,
+        rejections=tuple(rejections),
+        warnings=tuple(warnings),
+        stats=LaneStats(
+            chunks=collected.chunks,
+            called_model=sum(1 for s in status.values() if s in ("llm", "rejected")),
+            reused=sum(1 for s in status.values() if s == "reused"),
+            skipped=sum(1 for s in status.values() if s == "skipped"),
+            rejected=len(collected.rejections),
+            records=len(payload.get(run.kind.items_field, [])) if payload else 0,
+            usage=collected.usage + later_usage,
+        ),
+        chunk_status=status,
+        metadata={"extractor": metadata} if metadata else {},
+    )
+
+
+# ---- one chunk, one attempt loop
+
+
+@dataclass(frozen=True)
+class _ChunkExtraction:
+    """Extraction of one chunk: a stored extraction under the same fingerprint is reused;
+    otherwise the extractor runs with its retries and an accepted output is stored."""
+
+    run: _LaneRun
+    extractor: Extractor
+    context: RunContext
+    material: Mapping[str, Any]
+    llm_fingerprint: str
+    checkpoints: CheckpointStore | None
+
+    def __call__(self, chunk: Chunk) -> _Extracted:
+        fingerprint = self.fingerprint(chunk)
+        if self.checkpoints is not None:
+            cached = self.checkpoints.get(fingerprint)
+            if cached is not None:
+                reused = _Attempted(output=cached, rejection=None, usage=LLMUsage())
+                return _Extracted(chunk=chunk, attempted=reused, status="reused")
+        stage = self.run.lane.extract
+        request = ExtractRequest(document=self.run.document, chunk=chunk, context=self.context)
+        attempted = _attempt(
+            partial(_extract_with_provenance, self.extractor, request, self.provenance(chunk)),
+            self.run.validation(stage, chunk=chunk),
+            stage=stage,
+            lane_id=self.run.lane.id,
+            chunk_id=chunk.chunk_id,
+        )
+        if attempted.output is None:
+            return _Extracted(chunk=chunk, attempted=attempted, status="rejected")
+        if self.checkpoints is not None:
+            self.checkpoints.put(fingerprint, attempted.output)
+        status: ChunkStatus = "skipped" if attempted.output.skipped else "llm"
+        return _Extracted(chunk=chunk, attempted=attempted, status=status)
+
+    def provenance(self, chunk: Chunk) -> dict[str, Any]:
+        """Runner-owned: whatever the extractor put there is replaced."""
+        return {
+            "lane_id": self.run.lane.id,
+            "extractor": self.run.lane.extract.module,
+            "source_id": chunk.source_id,
+            "chunk_id": chunk.chunk_id,
+            "chunk_index": chunk.index,
+        }
+
+    def fingerprint(self, chunk: Chunk) -> str:
+        stage = self.run.lane.extract
+        return extraction_fingerprint(
+            lane_id=self.run.lane.id,
+            module_key=stage.module,
+            module_version=stage.version,
+            module_material=self.material,
+            options=stage.options,
+            llm_fingerprint=self.llm_fingerprint,
+            chunk_digest=chunk.digest,
+            reference_fingerprints={
+                slot: ref.digest for slot, ref in self.context.references.items()
+            },
+        )
+
+
+def _unless_stopped(stop: threading.Event, job: _ChunkExtraction, chunk: Chunk) -> _Extracted:
+    """Run `job` on `chunk` unless an earlier chunk failed; a failure here stops the rest."""
+    if stop.is_set():
+        raise LaneError(f"lane {job.run.lane.id!r}: stopped after an earlier chunk failed")
+    try:
+        return job(chunk)
+    except BaseException:
+        stop.set()
+        raise
+
+
+def _extract_with_provenance(
+    extractor: Extractor, request: ExtractRequest, provenance: dict[str, Any]
+) -> ModuleOutput:
+    return extractor.extract(request).model_copy(update={"provenance": provenance})
+
+
 def _attempt(
     call: Callable[[], ModuleOutput],
-    validate: Callable[[ModuleOutput], tuple[str, str] | None],
+    validation: ValidationContext,
     *,
     stage: ResolvedStage,
     lane_id: str,
@@ -90,15 +439,13 @@ def _attempt(
         try:
             output = call()
             usage = usage + output.usage
-            verdict = validate(output)
-        except LLMUnavailableError:
+            verdict = run_chain(stage.validators, validation, output)
+        except (LLMUnavailableError, TransientLLMError):
+            # The client already retried transient provider errors with backoff; past its
+            # retries the error escapes unchanged (the Dagster layer asks for a step retry).
             raise
         except LLMError as exc:
-            # The client already retried transient provider errors with backoff. Transient past
-            # its retries: escape unchanged (the Dagster layer asks for a step retry). Permanent:
-            # fail fast, one bad key must not cost more calls.
-            if getattr(exc, "transient", False):
-                raise
+            # Permanent: fail fast, one bad key must not cost more calls.
             raise LaneError(
                 f"{_where(stage, lane_id, chunk_id)} failed after {attempt} attempt(s): {exc}"
             ) from exc
@@ -132,223 +479,3 @@ def _attempt(
 def _where(stage: ResolvedStage, lane_id: str, chunk_id: str | None) -> str:
     where = f"lane {lane_id!r} {stage.stage} ({stage.module})"
     return where + (f" chunk {chunk_id!r}" if chunk_id else "")
-
-
-def _module_material(module: object) -> dict[str, Any]:
-    material = getattr(module, "fingerprint_material", None)
-    return dict(material()) if callable(material) else {}
-
-
-def run_lane(
-    lane: ResolvedLane,
-    *,
-    document: SourceDocument,
-    chunks: Sequence[Chunk],
-    references: Mapping[str, Mapping[str, PreparedReference]],
-    client: StructuredClient | None,
-    session_id: str,
-    llm_fingerprint: str,
-    max_concurrency: int = 1,
-    checkpoints: CheckpointStore | None = None,
-    progress: Progress | None = None,
-    catalog: ModuleCatalog = CATALOG,
-) -> LaneResult:
-    """Run one lane over the accepted chunks. `references` maps stage name to its prepared
-    references by slot."""
-    kind = get_kind(lane.kind)
-
-    def context(stage: ResolvedStage) -> RunContext:
-        return RunContext(
-            session_id=session_id,
-            lane_id=lane.id,
-            module_key=stage.module,
-            options=stage.options,
-            references=references.get(stage.stage, {}),
-            client=client,
-            kind=kind,
-        )
-
-    extractor = catalog.build("extract", lane.extract.module, lane.extract.options)
-    merger = catalog.build("merge", lane.merge.module, lane.merge.options)
-    normalizer = catalog.build("normalize", lane.normalize.module, lane.normalize.options)
-    ex_ctx = context(lane.extract)
-    material = _module_material(extractor)
-    ref_fps = {slot: ref.digest for slot, ref in ex_ctx.references.items()}
-
-    def extract_one(chunk: Chunk) -> tuple[Chunk, _Attempted, ChunkStatus]:
-        fingerprint = extraction_fingerprint(
-            lane_id=lane.id,
-            module_key=lane.extract.module,
-            module_version=lane.extract.version,
-            module_material=material,
-            options=lane.extract.options,
-            llm_fingerprint=llm_fingerprint,
-            chunk_digest=chunk.digest,
-            reference_fingerprints=ref_fps,
-        )
-        if checkpoints is not None:
-            cached = checkpoints.get(fingerprint)
-            if cached is not None:
-                return chunk, _Attempted(output=cached, rejection=None, usage=LLMUsage()), "reused"
-        vctx = ValidationContext(
-            stage="extract",
-            lane_id=lane.id,
-            module_key=lane.extract.module,
-            kind=kind,
-            document=document,
-            chunk=chunk,
-            references=ex_ctx.references,
-        )
-        provenance = {
-            "lane_id": lane.id,
-            "extractor": lane.extract.module,
-            "source_id": chunk.source_id,
-            "chunk_id": chunk.chunk_id,
-            "chunk_index": chunk.index,
-        }
-
-        def call() -> ModuleOutput:
-            out = extractor.extract(ExtractRequest(document=document, chunk=chunk, context=ex_ctx))
-            return out.model_copy(update={"provenance": provenance})
-
-        result = _attempt(
-            call,
-            lambda out: run_chain(lane.extract.validators, vctx, out),
-            stage=lane.extract,
-            lane_id=lane.id,
-            chunk_id=chunk.chunk_id,
-        )
-        if result.rejection is not None:
-            return chunk, result, "rejected"
-        assert result.output is not None
-        if checkpoints is not None:
-            checkpoints.put(fingerprint, result.output)
-        return chunk, result, "skipped" if result.output.skipped else "llm"
-
-    done = 0
-    results: list[tuple[Chunk, _Attempted, ChunkStatus]] = []
-    stop = threading.Event()
-
-    def guarded(chunk: Chunk) -> tuple[Chunk, _Attempted, ChunkStatus]:
-        """After one chunk fails, chunks not yet started do not call the model."""
-        if stop.is_set():
-            raise LaneError(f"lane {lane.id!r}: stopped after an earlier chunk failed")
-        try:
-            return extract_one(chunk)
-        except BaseException:
-            stop.set()
-            raise
-
-    pool = ThreadPoolExecutor(max_workers=max(1, max_concurrency))
-    try:
-        futures = [pool.submit(guarded, chunk) for chunk in chunks]
-        for future in futures:
-            item = future.result()
-            results.append(item)
-            done += 1
-            if progress:
-                progress(f"{lane.id}: chunk {done}/{len(chunks)} {item[0].chunk_id} {item[2]}")
-    finally:
-        # On failure, chunks not yet started are cancelled instead of calling the model.
-        pool.shutdown(wait=True, cancel_futures=True)
-
-    usage = LLMUsage()
-    warnings: list[RunWarning] = []
-    rejections: list[Rejection] = []
-    accepted: list[ModuleOutput] = []
-    status: dict[str, ChunkStatus] = {}
-    for chunk, attempted, chunk_state in results:
-        usage = usage + attempted.usage
-        status[chunk.chunk_id] = chunk_state
-        if attempted.rejection is not None:
-            rejections.append(attempted.rejection)
-        else:
-            assert attempted.output is not None
-            accepted.append(attempted.output)
-            warnings.extend(attempted.output.warnings)
-
-    stats = dict(
-        chunks=len(chunks),
-        called_model=sum(1 for s in status.values() if s in ("llm", "rejected")),
-        reused=sum(1 for s in status.values() if s == "reused"),
-        skipped=sum(1 for s in status.values() if s == "skipped"),
-        rejected=len(rejections),
-    )
-    metadata = {
-        "extractor": _manifest_metadata(extractor),
-        "merger": _manifest_metadata(merger),
-        "normalizer": _manifest_metadata(normalizer),
-    }
-
-    def finish(payload: dict[str, Any] | None, extra_usage: LLMUsage) -> LaneResult:
-        records = len(payload.get(kind.items_field, [])) if payload else 0
-        return LaneResult(
-            lane_id=lane.id,
-            kind=lane.kind,
-            status="accepted" if payload is not None else "rejected",
-            payload=payload,
-            rejections=tuple(rejections),
-            warnings=tuple(warnings),
-            stats=LaneStats(**stats, records=records, usage=usage + extra_usage),
-            chunk_status=status,
-            metadata={k: v for k, v in metadata.items() if v},
-        )
-
-    mg_ctx = context(lane.merge)
-    merge_v = ValidationContext(
-        stage="merge",
-        lane_id=lane.id,
-        module_key=lane.merge.module,
-        kind=kind,
-        document=document,
-        extracts=tuple(accepted),
-        references=mg_ctx.references,
-    )
-    merged = _attempt(
-        lambda: merger.merge(
-            MergeRequest(document=document, extracts=tuple(accepted), context=mg_ctx)
-        ),
-        lambda out: run_chain(lane.merge.validators, merge_v, out),
-        stage=lane.merge,
-        lane_id=lane.id,
-        chunk_id=None,
-    )
-    if merged.rejection is not None or merged.output is None:
-        rejections.append(merged.rejection)  # type: ignore[arg-type]
-        return finish(None, merged.usage)
-    warnings.extend(merged.output.warnings)
-    if progress:
-        progress(f"{lane.id}: merged {len(accepted)} extract(s)")
-
-    nm_ctx = context(lane.normalize)
-    norm_v = ValidationContext(
-        stage="normalize",
-        lane_id=lane.id,
-        module_key=lane.normalize.module,
-        kind=kind,
-        document=document,
-        merged=merged.output,
-        references=nm_ctx.references,
-    )
-    merged_output = merged.output
-    normalized = _attempt(
-        lambda: normalizer.normalize(
-            NormalizeRequest(document=document, merged=merged_output, context=nm_ctx)
-        ),
-        lambda out: run_chain(lane.normalize.validators, norm_v, out),
-        stage=lane.normalize,
-        lane_id=lane.id,
-        chunk_id=None,
-    )
-    if normalized.rejection is not None or normalized.output is None:
-        rejections.append(normalized.rejection)  # type: ignore[arg-type]
-        return finish(None, merged.usage + normalized.usage)
-    warnings.extend(normalized.output.warnings)
-    if progress:
-        progress(f"{lane.id}: normalized")
-    return finish(normalized.output.payload, merged.usage + normalized.usage)
-
-
-def _manifest_metadata(module: object) -> dict[str, Any]:
-    provider = getattr(module, "manifest_metadata", None)
-    return dict(provider()) if callable(provider) else {}

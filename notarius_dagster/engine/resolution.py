@@ -6,7 +6,7 @@ names only when exactly one selected target declares the slot) and a stable dige
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,32 +24,12 @@ from notarius_dagster.engine.config import (
 )
 from notarius_dagster.engine.digest import digest_of
 from notarius_dagster.engine.errors import ProfileError
+from notarius_dagster.engine.llm_profiles import LLM_PROFILES, LLMProfileCatalog
 from notarius_dagster.engine.models import Frozen
+from notarius_dagster.engine.output_options import validate_output_options
 from notarius_dagster.engine.validators import known_validators, resolve_chain
 
 BindingSource = Literal["pipeline", "target", "runtime"]
-
-BUILTIN_LLM_PROFILES: dict[str, dict[str, Any]] = {
-    # The bundled offline model: proves the real path works offline, extracts poorly.
-    "offline": {
-        "model": "openai/smollm2-135m-instruct",
-        "server": "llama-cpp",
-        "temperature": 0.0,
-        "max_tokens": 384,
-        "timeout_s": 300,
-        "retries": 1,
-        "max_concurrency": 1,
-    },
-    # The in-process test double (notarius_dagster.llm.test_double): not a model.
-    "test-double": {
-        "model": "notarius-double/scripted",
-        "temperature": 0.0,
-        "max_tokens": 512,
-        "timeout_s": 30,
-        "retries": 0,
-        "max_concurrency": 2,
-    },
-}
 
 
 class ResolvedBinding(Frozen):
@@ -204,8 +184,10 @@ def resolve_pipeline(
     llm_profile: str | None = None,
     cwd: Path | None = None,
     catalog: ModuleCatalog = CATALOG,
+    llm_catalog: LLMProfileCatalog = LLM_PROFILES,
 ) -> ResolvedPipeline:
-    """Resolve a parsed profile; every error names the profile and key path."""
+    """Resolve a parsed profile; every error names the profile and key path. `catalog` and
+    `llm_catalog` are filled by `notarius_dagster.modules.load_modules()`."""
     r = _Resolver(profile, profile_name, base_dir, catalog)
     pipe = profile.pipeline
     configured = [lane.id for lane in pipe.lanes]
@@ -312,11 +294,12 @@ def resolve_pipeline(
         raise r.fail("pipeline.chunk.references", "the chunker cannot consume a lane artifact")
 
     llm_name = llm_profile or pipe.llm_profile
-    llm_cfg = {**BUILTIN_LLM_PROFILES, **profile.llm_profiles}.get(llm_name)
+    llm_available = {**llm_catalog.builtins(), **profile.llm_profiles}
+    llm_cfg = llm_available.get(llm_name)
     if llm_cfg is None:
-        known = sorted({*BUILTIN_LLM_PROFILES, *profile.llm_profiles})
+        known = sorted(llm_available)
         raise r.fail("pipeline.llm_profile", f"unknown LLM profile {llm_name!r}; known: {known}")
-    llm_resolved = _validate_llm_profile(r, llm_name, llm_cfg)
+    llm_resolved = _validate_llm_profile(r, llm_catalog, llm_name, llm_cfg)
 
     output_spec = r.spec("output", pipe.output.module, "pipeline.output")
     output_options = _validate_output_options(
@@ -464,18 +447,15 @@ def _resolve_bindings(
     return out
 
 
-def _validate_llm_profile(r: _Resolver, name: str, cfg: dict[str, Any]) -> dict[str, Any]:
-    from pydantic import ValidationError
-
-    from notarius_dagster.llm.profiles import LLMProfile
-
+def _validate_llm_profile(
+    r: _Resolver, llm_catalog: LLMProfileCatalog, name: str, cfg: Mapping[str, Any]
+) -> dict[str, Any]:
     try:
-        profile = LLMProfile.model_validate({"name": name, **cfg})
+        return llm_catalog.validate(name, cfg)
     except ValidationError as exc:
         err = exc.errors()[0]
         loc = ".".join(str(p) for p in err["loc"])
         raise r.fail(f"llm_profiles.{name}.{loc}", err["msg"]) from None
-    return profile.model_dump(mode="json")
 
 
 def _validate_output_options(
@@ -485,8 +465,6 @@ def _validate_output_options(
     configured: list[str],
     kinds: dict[str, str | None],
 ) -> dict[str, Any]:
-    from notarius_dagster.engine.output_options import validate_output_options
-
     return validate_output_options(
         options,
         configured_lanes=kinds,

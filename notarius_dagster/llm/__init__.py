@@ -14,16 +14,16 @@ from typing import TYPE_CHECKING, Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+from notarius_dagster.engine.errors import TransientLLMError  # noqa: E402
 from notarius_dagster.llm.profiles import LLMProfile, offline_profile  # noqa: E402
 
 if TYPE_CHECKING:
-    from notarius_dagster.llm.client import LiteLLMClient, TransientLLMError
+    from notarius_dagster.llm.client import LiteLLMClient
     from notarius_dagster.llm.offline import OfflineModelServer, ensure_server
     from notarius_dagster.llm.test_double import ScriptedLLM, scripted_llm
 
 _LAZY = {
     "LiteLLMClient": "notarius_dagster.llm.client",
-    "TransientLLMError": "notarius_dagster.llm.client",
     "OfflineModelServer": "notarius_dagster.llm.offline",
     "ensure_server": "notarius_dagster.llm.offline",
     "ScriptedLLM": "notarius_dagster.llm.test_double",

@@ -21,6 +21,7 @@ import openai
 from jsonschema import Draft202012Validator
 
 from notarius_dagster.engine.errors import LLMError, NotariusError
+from notarius_dagster.engine.errors import TransientLLMError as TransientLLMError  # re-export
 from notarius_dagster.engine.llm_contract import (
     StructuredRequest,
     StructuredResponse,
@@ -42,13 +43,6 @@ MAX_BACKOFF_S = 30.0
 MIN_ELIDED_LINE = 20
 _TRANSIENT_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 _TRACEBACK_MARKERS = ("\nTraceback (most recent call last)", '\n  File "')
-
-
-class TransientLLMError(LLMError):
-    """The provider failed in a way that may pass (rate limit, timeout, connection, 5xx) and
-    still failed after the profile's retries. The orchestration layer may retry the step."""
-
-    transient: bool = True
 
 
 @dataclass(frozen=True)

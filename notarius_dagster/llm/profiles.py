@@ -2,23 +2,32 @@
 
 A profile is configuration, not a connection. It never holds a secret: an API key is named by
 the environment variable that carries it, so a profile can be digested into checkpoint
-fingerprints and printed in manifests without leaking credentials."""
+fingerprints and printed in manifests without leaking credentials.
+
+The built-in profiles are defined here and nowhere else. The engine never imports this module:
+`notarius_dagster.modules.load_modules()` calls `register_profiles` with the engine's
+`LLMProfileCatalog`, which resolution then reads."""
 
 from __future__ import annotations
 
 import os
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from pydantic import Field
 
 from notarius_dagster.engine.digest import digest_of
 from notarius_dagster.engine.errors import LLMUnavailableError
+from notarius_dagster.engine.llm_profiles import LLMProfileCatalog
 from notarius_dagster.engine.models import Frozen
 
 ServerKind = Literal["none", "llama-cpp"]
 
 # The bundled offline server does not check keys, but OpenAI-compatible clients insist on one.
 OFFLINE_DUMMY_KEY = "sk-no-key-required"
+
+DOUBLE_PROVIDER = "notarius-double"
+"""The litellm provider name of the in-process test double (`notarius_dagster.llm.test_double`)."""
 
 
 class LLMProfile(Frozen):
@@ -66,11 +75,58 @@ class LLMProfile(Frozen):
         return None
 
 
+OFFLINE = LLMProfile(
+    name="offline",
+    model="openai/smollm2-135m-instruct",
+    server="llama-cpp",
+    temperature=0.0,
+    max_tokens=384,
+    timeout_s=300,
+    retries=1,
+    max_concurrency=1,
+)
+"""The bundled offline model (SmolLM2-135M-Instruct via llama.cpp): proves the real path works
+offline, extracts poorly. Every value is published in the manifests of its runs, and its model,
+temperature and token limits are in every checkpoint key (see `LLMProfile.fingerprint`)."""
+
+TEST_DOUBLE = LLMProfile(
+    name="test-double",
+    model=f"{DOUBLE_PROVIDER}/scripted",
+    temperature=0.0,
+    max_tokens=512,
+    timeout_s=30,
+    retries=0,
+    max_concurrency=2,
+)
+"""The in-process test double (`notarius_dagster.llm.test_double`): not a model."""
+
+BUILTIN_PROFILES: Mapping[str, LLMProfile] = {p.name: p for p in (OFFLINE, TEST_DOUBLE)}
+"""Every pipeline profile may name these; its own `llm_profiles` entry of the same name wins."""
+
+
 def offline_profile(name: str = "offline", *, context_tokens: int = 4096) -> LLMProfile:
-    """The profile of the bundled offline model (SmolLM2-135M-Instruct via llama.cpp)."""
-    return LLMProfile(
-        name=name,
-        model="openai/smollm2-135m-instruct",
-        server="llama-cpp",
-        context_tokens=context_tokens,
-    )
+    """The built-in offline profile (the one production resolves), optionally renamed or with
+    another context size."""
+    return builtin_profile("offline", name=name, context_tokens=context_tokens)
+
+
+def builtin_profile(builtin: str, **overrides: Any) -> LLMProfile:
+    """A built-in profile, validated again with `overrides` (which may rename it) applied."""
+    return LLMProfile.model_validate({**BUILTIN_PROFILES[builtin].model_dump(), **overrides})
+
+
+def canonical_profile(name: str, cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The engine's `LLMProfileValidator`: profile `name`'s JSON form, every field filled in
+    (raises `pydantic.ValidationError`)."""
+    return LLMProfile.model_validate({"name": name, **cfg}).model_dump(mode="json")
+
+
+def register_profiles(catalog: LLMProfileCatalog) -> None:
+    """Give the engine the built-in profiles and the way to check any named one."""
+    for name, profile in BUILTIN_PROFILES.items():
+        catalog.register_builtin(name, _config_of(profile))
+    catalog.set_validator(canonical_profile)
+
+
+def _config_of(profile: LLMProfile) -> dict[str, Any]:
+    return profile.model_dump(mode="json", exclude={"name"})

@@ -39,9 +39,8 @@ from importlib import import_module
 from typing import Any, Literal
 
 from notarius_dagster.llm._litellm import litellm
-from notarius_dagster.llm.profiles import LLMProfile
+from notarius_dagster.llm.profiles import DOUBLE_PROVIDER, LLMProfile, builtin_profile
 
-DOUBLE_PROVIDER = "notarius-double"
 RESPONDER_ENV = "NOTARIUS_TEST_DOUBLE_RESPONDER"
 """Opt-in default responder for end-to-end tests across processes ("module:function")."""
 
@@ -52,8 +51,8 @@ ProviderErrorKind = Literal[
 
 
 def double_profile(name: str = "test-double", **overrides: Any) -> LLMProfile:
-    """An LLM profile that routes to the test double."""
-    return LLMProfile(name=name, model=f"{DOUBLE_PROVIDER}/scripted", **overrides)
+    """The built-in `test-double` LLM profile (it routes to the double), with `overrides`."""
+    return builtin_profile("test-double", name=name, **overrides)
 
 
 @dataclass(frozen=True)
