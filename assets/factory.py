@@ -34,7 +34,12 @@ from assets.code_versions import chunk_code_version, lane_code_version
 from assets.metadata import lane_metadata
 from assets.partitions import sessions_partitions
 from notarius_dagster.engine.chunk_stage import ChunkResult
-from notarius_dagster.engine.errors import LLMError, LLMUnavailableError, NotariusError
+from notarius_dagster.engine.errors import (
+    LLMError,
+    LLMUnavailableError,
+    NotariusError,
+    TransientLLMError,
+)
 from notarius_dagster.engine.lane_runner import LaneResult
 from notarius_dagster.engine.models import SourceDocument
 from notarius_dagster.engine.resolution import ResolvedLane, ResolvedPipeline
@@ -46,7 +51,6 @@ from notarius_dagster.engine.session_steps import (
     load_source_document,
     run_lane_step,
 )
-from notarius_dagster.llm.client import TransientLLMError
 from resources.bundle_store import BundleStore
 from resources.llm import LLMResource
 

@@ -419,11 +419,12 @@ def test_cli_and_ui_runtime_references_take_one_path_with_one_error(
     assert f"lane npcs: {message}" in failure.step_failure_data.error.message
 
 
-def test_each_reference_file_is_read_once_per_run(
+def test_each_reference_file_is_validated_before_parsing_and_read_once_by_its_user(
     tmp_path: Path, instance: DagsterInstance, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """source_document only checks the file (it fails before the transcript is parsed when the
-    file is missing); the chunker and the lane that use a file read it, once each."""
+    """source_document prepares every file (it fails before the transcript is parsed when the
+    file is missing or malformed); the chunker and the lane that use a file read it once more
+    each: two reads per file per run, never three."""
     (tmp_path / "glossary.txt").write_text("one\n")
     (tmp_path / "style.md").write_text("style\n")
     data = profile(lane_refs={"glossary": {"path": "glossary.txt"}})
@@ -445,7 +446,7 @@ def test_each_reference_file_is_read_once_per_run(
     outcome = run_session(session_id="once", profile=cfg, data_root=tmp_path / "data",
                           instance=instance, quiet=True)
     assert outcome.success, outcome.error
-    assert (reads.count("glossary.txt"), reads.count("style.md")) == (1, 1)
+    assert (reads.count("glossary.txt"), reads.count("style.md")) == (2, 2)
 
     (tmp_path / "glossary.txt").unlink()
     (tmp_path / "data" / "transcripts" / "once.jsonl").write_text('{"speaker": "DM"}\n')
@@ -454,3 +455,9 @@ def test_each_reference_file_is_read_once_per_run(
     assert not failed.success and failed.error is not None
     assert failed.error.startswith("source_document: ")
     assert "reference npcs.extract.glossary: file 'glossary.txt' not found" in failed.error
+    (tmp_path / "glossary.txt").write_bytes(b"caf\xe9\n")
+    undecodable = run_session(session_id="once", profile=cfg, data_root=tmp_path / "data",
+                              instance=instance, quiet=True)
+    assert not undecodable.success and undecodable.error is not None
+    assert undecodable.error.startswith("source_document: ")
+    assert "reference npcs.extract.glossary: file 'glossary.txt' is not UTF-8" in undecodable.error

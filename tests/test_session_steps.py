@@ -15,7 +15,7 @@ import pytest
 from notarius_dagster.engine.catalog import CATALOG, ModuleSpec, ReferenceSlot
 from notarius_dagster.engine.chunk_stage import ChunkResult
 from notarius_dagster.engine.config import parse_profile
-from notarius_dagster.engine.contracts import ExtractRequest, ModuleOutput
+from notarius_dagster.engine.contracts import BaseExtractor, ExtractRequest, ModuleOutput
 from notarius_dagster.engine.errors import InputError, ReferenceError_
 from notarius_dagster.engine.models import Rejection
 from notarius_dagster.engine.resolution import ResolvedPipeline, RuntimeBinding, resolve_pipeline
@@ -32,7 +32,7 @@ from notarius_dagster.engine.transcripts import register_transcript
 SECRET = "STEPS-REFERENCE-MARKER-5521"
 
 
-class NotesExtractor:
+class NotesExtractor(BaseExtractor):
     """Names one NPC after the number of lines in its `notes` reference (0 when unbound)."""
 
     def __init__(self, options: dict[str, Any]) -> None:
@@ -193,15 +193,15 @@ def test_a_bad_reference_file_fails_before_the_transcript_is_parsed(
         load_source_document(plan_for(tmp_path, profile_data()), transcripts=store, session_id="s1")
 
 
-def test_reference_content_is_checked_where_it_is_used_not_before_parsing(
+def test_reference_content_is_checked_before_the_transcript_is_parsed(
     tmp_path: Path, store: Path
 ) -> None:
+    """A reference that is not UTF-8 (or not a valid artifact) fails at the first step, before
+    parsing and before any model call, not in the lane that would use it."""
     (tmp_path / "notes.txt").write_bytes(b"caf\xe9")
     plan = plan_for(tmp_path, profile_data())
-    document = load_source_document(plan, transcripts=store, session_id="s1")  # not read here
-    chunks = chunk_document(plan, document, session_id="s1")
     with pytest.raises(ReferenceError_, match="'notes.txt' is not UTF-8"):
-        lane(plan, document, chunks)
+        load_source_document(plan, transcripts=store, session_id="s1")
 
 
 def test_the_chunker_references_are_prepared_with_provenance_and_warnings(

@@ -10,15 +10,14 @@ Each step first applies the run's runtime references (`RuntimeOverrides`) throug
 run config. The Dagster layer (`assets/factory.py`) calls a step, turns its errors into a
 failure or a retry, and records metadata; nothing here knows Dagster.
 
-External reference files: `load_source_document` only checks them cheaply (present, a file,
-readable, within the slot's byte limit, an accepted media type; nothing is read), so a missing or
-oversized file fails before the transcript is parsed. The step that uses a file (the chunk step
-or a lane) prepares it: reads, decodes and validates it, once per run."""
+External reference files: `load_source_document` prepares each one and discards the result, so
+a missing, oversized, undecodable or malformed file fails before the transcript is parsed and
+before any model call (docs/internals.md, "References"). The step that uses a file (the chunk
+step or a lane) prepares it again and uses that: each file is read twice per run, once to
+validate it early and once by its user, whose digest is what the manifest records."""
 
 from __future__ import annotations
 
-import os
-import stat
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -34,7 +33,6 @@ from notarius_dagster.engine.lane_runner import LaneResult, LaneStats, run_lane
 from notarius_dagster.engine.llm_contract import StructuredClient
 from notarius_dagster.engine.models import Frozen, SourceDocument
 from notarius_dagster.engine.references import (
-    media_type_for,
     prepare_file,
     prepare_lane_references,
 )
@@ -105,35 +103,6 @@ def file_bindings(pipeline: ResolvedPipeline) -> list[ResolvedBinding]:
     return [b for stage in stages for b in stage.references if b.origin == "file"]
 
 
-def check_file_reference(binding: ResolvedBinding) -> None:
-    """Refuse, without reading it, a bound file that `prepare_file` would refuse for its name,
-    size or media type; the errors say what `prepare_file` says."""
-    assert binding.path is not None
-    path = Path(binding.path)
-    name = binding.display or path.name
-    where = f"reference {binding.target}.{binding.slot}"
-    try:
-        info = path.stat()
-    except FileNotFoundError:
-        raise ReferenceError_(f"{where}: file {name!r} not found") from None
-    except OSError as exc:
-        raise ReferenceError_(f"{where}: file {name!r} unreadable ({type(exc).__name__})") from None
-    if stat.S_ISDIR(info.st_mode):
-        raise ReferenceError_(f"{where}: {name!r} is a folder, not a file")
-    if not os.access(path, os.R_OK):
-        raise ReferenceError_(f"{where}: file {name!r} unreadable (PermissionError)")
-    if info.st_size > binding.max_bytes:
-        raise ReferenceError_(
-            f"{where}: file {name!r} is {info.st_size} bytes; the slot allows {binding.max_bytes}"
-        )
-    media_type = media_type_for(name)
-    if binding.accepted_media_types and media_type not in binding.accepted_media_types:
-        raise ReferenceError_(
-            f"{where}: file {name!r} has media type {media_type!r};"
-            f" the slot accepts {list(binding.accepted_media_types)}"
-        )
-
-
 def load_source_document(
     plan: RunPipeline,
     overrides: RuntimeOverrides = NO_OVERRIDES,
@@ -142,10 +111,12 @@ def load_source_document(
     session_id: str,
 ) -> SourceDocument:
     """The session's stored transcript (in the transcript store `transcripts`) parsed into a
-    source document, after the cheap check of every external reference file of the run."""
+    source document, after every external reference file of the run was prepared (read,
+    decoded, and validated when structured) and discarded: a bad file fails before the
+    transcript is parsed and before any model call, as the reference contract asks."""
     pipeline = plan.for_run(overrides)
     for binding in file_bindings(pipeline):
-        check_file_reference(binding)
+        prepare_file(binding)
     path = stored_transcript(transcripts, session_id)
     return parse_transcript(
         path.read_bytes(),
