@@ -13,6 +13,7 @@ from assets.checks import build_asset_checks
 from assets.evidence import build_evidence_context_asset
 from assets.factory import build_session_assets
 from assets.jobs import materialize_session
+from assets.report import build_report_asset
 from assets.sensors import build_sensors
 from assets.stale_sensor import build_stale_lanes_sensor
 from notarius_dagster.engine.resolution import (
@@ -63,7 +64,8 @@ def build_definitions(
                 runtime_unbinds=[*runtime_unbinds, *unbinds],
                 lanes=lanes,
             ),
-        ),
+        )
+        + [build_report_asset()],
         asset_checks=build_asset_checks(pipeline),
         sensors=[*build_sensors(settings), build_stale_lanes_sensor()],
         jobs=[materialize_session],

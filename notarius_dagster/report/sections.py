@@ -150,10 +150,13 @@ def _hit(value: bool | None) -> str:
     return NONE if value is None else ("hit" if value else "miss")
 
 
-def _runs(turns: list[tuple[int, CombatTurn]]) -> list[tuple[int | None, list[tuple[int, CombatTurn]]]]:
+Numbered = list[tuple[int, CombatTurn]]  # turns with their position in the lane file
+
+
+def _runs(turns: Numbered) -> list[tuple[int | None, Numbered]]:
     """Consecutive turns of the same round, in order (a fight that restarts at round 1 is a
     new run, not merged with an earlier round 1)."""
-    runs: list[tuple[int | None, list[tuple[int, CombatTurn]]]] = []
+    runs: list[tuple[int | None, Numbered]] = []
     for i, turn in turns:
         if runs and runs[-1][0] == turn.round:
             runs[-1][1].append((i, turn))
@@ -164,7 +167,7 @@ def _runs(turns: list[tuple[int, CombatTurn]]) -> list[tuple[int | None, list[tu
 
 def combat_body(ctx: PageContext, lane: LaneOutput) -> str:
     assert isinstance(lane.document, CombatTurnList)
-    fights: list[tuple[PlacedScene | None, list[tuple[int, CombatTurn]]]] = []
+    fights: list[tuple[PlacedScene | None, Numbered]] = []
     for i, turn in enumerate(lane.document.combat_turns):
         scene = ctx.scene_at(ctx.citations.first_unit(turn.source_refs))
         if fights and fights[-1][0] == scene:

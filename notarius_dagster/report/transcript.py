@@ -5,8 +5,6 @@ sections, which register their citations in the page context."""
 
 from __future__ import annotations
 
-from numbers import Real
-
 from notarius_dagster.report.context import PageContext
 from notarius_dagster.report.inputs import EvidenceUnit, SceneList
 from notarius_dagster.report.markup import link, text, unit_anchor
@@ -14,7 +12,7 @@ from notarius_dagster.report.markup import link, text, unit_anchor
 
 def _clock(value: object) -> str | None:
     """A timestamp in seconds as h:mm:ss (None: not a number)."""
-    if not isinstance(value, Real) or isinstance(value, bool) or value < 0:
+    if not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value < 1e9:
         return None
     seconds = int(value)
     return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
