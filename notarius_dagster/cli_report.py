@@ -87,4 +87,3 @@ def add_report_parser(sub: Any) -> None:
     parser.add_argument("--data", help="store root (default NOTARIUS_DATA or ./var/data)")
     parser.add_argument("--bundles", help="bundle root (default NOTARIUS_BUNDLES or DATA/bundles)")
     parser.set_defaults(func=cmd_report)
-

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
@@ -39,7 +39,7 @@ SAMPLE = REPO / "samples" / "crd3-c2e001-slice.jsonl"
 SESSION = "sample"
 BASE_URL = "https://reports.example.test/notarius"
 
-HOSTILE_UNIT = "<script>alert(1)</script> and then \"><img src=x onerror=alert(2)>"
+HOSTILE_UNIT = '<script>alert(1)</script> and then "><img src=x onerror=alert(2)>'
 HOSTILE_STYLE = "</style><style>body{display:none}</style>"
 HOSTILE_SPEAKER = "<b>MATT</b>"
 HOSTILE_NAME = '"><img src=x onerror=alert(3)>Gus'
@@ -63,13 +63,18 @@ def ref(start: int, end: int | None = None) -> dict[str, Any]:
     return {"source_id": "s1", "start_unit_id": start, "end_unit_id": start if end is None else end}
 
 
-def write_bundle(folder: Path, *, order: list[int], lanes: dict[str, list[dict[str, Any]]],
-                 units: dict[int, tuple[str, str]] | None = None,
-                 warnings: list[dict[str, Any]] = (),  # type: ignore[assignment]
-                 rejected: list[dict[str, Any]] = (),  # type: ignore[assignment]
-                 configured: dict[str, str] | None = None,
-                 extra_lanes: list[dict[str, Any]] = (),  # type: ignore[assignment]
-                 run_id: str = "run-1") -> Path:
+def write_bundle(
+    folder: Path,
+    *,
+    order: list[int],
+    lanes: dict[str, list[dict[str, Any]]],
+    units: dict[int, tuple[str, str]] | None = None,
+    warnings: Sequence[dict[str, Any]] = (),
+    rejected: Sequence[dict[str, Any]] = (),
+    configured: dict[str, str] | None = None,
+    extra_lanes: Sequence[dict[str, Any]] = (),
+    run_id: str = "run-1",
+) -> Path:
     """A bundle folder in the published layout: `lanes` maps a D&D lane id to its records,
     `units` (unit id -> (speaker, text)) becomes one evidence context over those units, in
     `order`; `configured` adds manifest lanes that published nothing (lane id -> status)."""
@@ -78,74 +83,202 @@ def write_bundle(folder: Path, *, order: list[int], lanes: dict[str, list[dict[s
     for lane_id, records in sorted(lanes.items()):
         kind, items = KINDS[lane_id]
         (folder / "lanes").mkdir(exist_ok=True)
-        (folder / "lanes" / f"{lane_id}.json").write_text(json.dumps(
-            {"kind": kind, "schema_version": "v1", "source_id": "s1", items: records}))
-        descriptors.append({"lane_id": lane_id, "file": f"lanes/{lane_id}.json", "kind": kind,
-                            "media_type": "application/json", "schema_version": "v1",
-                            "records": len(records)})
-        summaries.append({"lane_id": lane_id, "kind": kind, "status": "accepted",
-                          "records": len(records), "warnings": 0, "rejections": 0})
+        (folder / "lanes" / f"{lane_id}.json").write_text(
+            json.dumps({"kind": kind, "schema_version": "v1", "source_id": "s1", items: records})
+        )
+        descriptors.append(
+            {
+                "lane_id": lane_id,
+                "file": f"lanes/{lane_id}.json",
+                "kind": kind,
+                "media_type": "application/json",
+                "schema_version": "v1",
+                "records": len(records),
+            }
+        )
+        summaries.append(
+            {
+                "lane_id": lane_id,
+                "kind": kind,
+                "status": "accepted",
+                "records": len(records),
+                "warnings": 0,
+                "rejections": 0,
+            }
+        )
     for lane_id, status in (configured or {}).items():
-        summaries.append({"lane_id": lane_id, "kind": KINDS[lane_id][0], "status": status,
-                          "records": 0, "warnings": 0, "rejections": 1})
+        summaries.append(
+            {
+                "lane_id": lane_id,
+                "kind": KINDS[lane_id][0],
+                "status": status,
+                "records": 0,
+                "warnings": 0,
+                "rejections": 1,
+            }
+        )
     for descriptor in extra_lanes:
         (folder / descriptor["file"]).write_text(json.dumps({"opaque": True}))
     index: dict[str, Any] = {
-        "bundle_version": "1", "session_id": "s1", "run_id": run_id,
+        "bundle_version": "1",
+        "session_id": "s1",
+        "run_id": run_id,
         "pipeline": {"id": "p", "profile": "p.yaml", "digest": "sha256:00"},
-        "source_digest": "sha256:00", "validation_status": "rejected" if rejected else "approved",
-        "files": {"manifest": "manifest.json", "warnings": "warnings.json",
-                  "rejected": "rejected.json"},
+        "source_digest": "sha256:00",
+        "validation_status": "rejected" if rejected else "approved",
+        "files": {
+            "manifest": "manifest.json",
+            "warnings": "warnings.json",
+            "rejected": "rejected.json",
+        },
         "lanes": descriptors + list(extra_lanes),
         "chunk_map": {"file": "chunk-map.json", "kind": "source/chunk-map", "schema_version": "v1"},
     }
-    chunk_map = {"source_id": "s1", "source_digest": "sha256:00", "chunker": "generic",
-                 "chunks": [{"chunk_id": "scene-0000", "index": 0, "start_unit_id": order[0],
-                             "end_unit_id": order[-1], "unit_ids": order, "digest": "d"}]}
+    chunk_map = {
+        "source_id": "s1",
+        "source_digest": "sha256:00",
+        "chunker": "generic",
+        "chunks": [
+            {
+                "chunk_id": "scene-0000",
+                "index": 0,
+                "start_unit_id": order[0],
+                "end_unit_id": order[-1],
+                "unit_ids": order,
+                "digest": "d",
+            }
+        ],
+    }
     if units is not None:
-        index["evidence_context"] = {"file": "evidence-context.json",
-                                     "kind": "source/evidence-context", "schema_version": "v1"}
+        index["evidence_context"] = {
+            "file": "evidence-context.json",
+            "kind": "source/evidence-context",
+            "schema_version": "v1",
+        }
         ids = [u for u in order if u in units]
-        (folder / "evidence-context.json").write_text(json.dumps({
-            "kind": "source/evidence-context", "schema_version": "v1", "source_id": "s1",
-            "source_digest": "sha256:00", "window_units": 0, "lanes": sorted(lanes),
-            "contexts": [{"start_unit_id": ids[0], "end_unit_id": ids[-1], "references": [],
-                          "units": [{"unit_id": u, "kind": "utterance", "text": units[u][1],
-                                     "source_ref": ref(u), "metadata": {"speaker": units[u][0]}}
-                                    for u in ids]}] if ids else []}))
-    manifest = {"run_id": run_id, "session_id": "s1", "status": "succeeded",
-                "validation_status": index["validation_status"],
-                "pipeline": index["pipeline"], "source": {"units": len(order)}, "chunks": 1,
-                "artifact_lanes": summaries, "rejected": list(rejected),
-                "warnings": len(warnings), "totals": {"llm_calls": 3}}
-    for name, document in (("index.json", index), ("manifest.json", manifest),
-                           ("warnings.json", list(warnings)), ("rejected.json", list(rejected)),
-                           ("chunk-map.json", chunk_map)):
+        (folder / "evidence-context.json").write_text(
+            json.dumps(
+                {
+                    "kind": "source/evidence-context",
+                    "schema_version": "v1",
+                    "source_id": "s1",
+                    "source_digest": "sha256:00",
+                    "window_units": 0,
+                    "lanes": sorted(lanes),
+                    "contexts": [
+                        {
+                            "start_unit_id": ids[0],
+                            "end_unit_id": ids[-1],
+                            "references": [],
+                            "units": [
+                                {
+                                    "unit_id": u,
+                                    "kind": "utterance",
+                                    "text": units[u][1],
+                                    "source_ref": ref(u),
+                                    "metadata": {"speaker": units[u][0]},
+                                }
+                                for u in ids
+                            ],
+                        }
+                    ]
+                    if ids
+                    else [],
+                }
+            )
+        )
+    manifest = {
+        "run_id": run_id,
+        "session_id": "s1",
+        "status": "succeeded",
+        "validation_status": index["validation_status"],
+        "pipeline": index["pipeline"],
+        "source": {"units": len(order)},
+        "chunks": 1,
+        "artifact_lanes": summaries,
+        "rejected": list(rejected),
+        "warnings": len(warnings),
+        "totals": {"llm_calls": 3},
+    }
+    for name, document in (
+        ("index.json", index),
+        ("manifest.json", manifest),
+        ("warnings.json", list(warnings)),
+        ("rejected.json", list(rejected)),
+        ("chunk-map.json", chunk_map),
+    ):
         (folder / name).write_text(json.dumps(document))
     return folder
 
 
 def hostile_bundle(folder: Path) -> Path:
     return write_bundle(
-        folder, order=[1, 2, 3, 4, 5],
-        units={1: ("MATT", HOSTILE_UNIT), 2: (HOSTILE_SPEAKER, HOSTILE_STYLE),
-               3: ("LAURA", HOSTILE_URL), 4: ("SAM", "plain"), 5: ("MATT", "the end")},
-        lanes={
-            "scene-descriptions": [{"scene_id": "scene-0000", "source_id": "s1",
-                                    "start_unit_id": 1, "end_unit_id": 5, "kind": "<i>combat",
-                                    "title": HOSTILE_UNIT, "summary": HOSTILE_STYLE,
-                                    "source_ref": ref(1, 5)}],
-            "npcs": [{"id": HOSTILE_ID, "name": HOSTILE_NAME, "aliases": [HOSTILE_SPEAKER],
-                      "description": HOSTILE_STYLE, "source_refs": [ref(1), ref(3)]}],
-            "item-events": [{"id": "item-event-0001", "item": HOSTILE_URL, "event": "given",
-                             "from": HOSTILE_NAME, "to": HOSTILE_SPEAKER,
-                             "from_npc_id": HOSTILE_ID, "to_npc_id": None, "quantity": 2,
-                             "source_refs": [ref(2, 3)]}],
+        folder,
+        order=[1, 2, 3, 4, 5],
+        units={
+            1: ("MATT", HOSTILE_UNIT),
+            2: (HOSTILE_SPEAKER, HOSTILE_STYLE),
+            3: ("LAURA", HOSTILE_URL),
+            4: ("SAM", "plain"),
+            5: ("MATT", "the end"),
         },
-        warnings=[{"stage": "extract", "code": "npc_unmatched", "message": HOSTILE_UNIT,
-                   "lane": "item-events", "chunk_id": "scene-0000"}],
-        rejected=[{"stage": "extract", "lane": "npcs", "module": "m", "chunk_id": "scene-0000",
-                   "validator": "schema", "message": HOSTILE_NAME, "attempts": 2}])
+        lanes={
+            "scene-descriptions": [
+                {
+                    "scene_id": "scene-0000",
+                    "source_id": "s1",
+                    "start_unit_id": 1,
+                    "end_unit_id": 5,
+                    "kind": "<i>combat",
+                    "title": HOSTILE_UNIT,
+                    "summary": HOSTILE_STYLE,
+                    "source_ref": ref(1, 5),
+                }
+            ],
+            "npcs": [
+                {
+                    "id": HOSTILE_ID,
+                    "name": HOSTILE_NAME,
+                    "aliases": [HOSTILE_SPEAKER],
+                    "description": HOSTILE_STYLE,
+                    "source_refs": [ref(1), ref(3)],
+                }
+            ],
+            "item-events": [
+                {
+                    "id": "item-event-0001",
+                    "item": HOSTILE_URL,
+                    "event": "given",
+                    "from": HOSTILE_NAME,
+                    "to": HOSTILE_SPEAKER,
+                    "from_npc_id": HOSTILE_ID,
+                    "to_npc_id": None,
+                    "quantity": 2,
+                    "source_refs": [ref(2, 3)],
+                }
+            ],
+        },
+        warnings=[
+            {
+                "stage": "extract",
+                "code": "npc_unmatched",
+                "message": HOSTILE_UNIT,
+                "lane": "item-events",
+                "chunk_id": "scene-0000",
+            }
+        ],
+        rejected=[
+            {
+                "stage": "extract",
+                "lane": "npcs",
+                "module": "m",
+                "chunk_id": "scene-0000",
+                "validator": "schema",
+                "message": HOSTILE_NAME,
+                "attempts": 2,
+            }
+        ],
+    )
 
 
 # --- reading the page the way a browser does ------------------------------------------------
@@ -185,11 +318,50 @@ class Page(HTMLParser):
         return [e for e in self.elements if css in e.attrs.get("class", "").split()]
 
 
-SAFE_TAGS = {"html", "head", "meta", "title", "style", "body", "header", "nav", "section", "h1",
-             "h2", "h3", "h4", "p", "span", "a", "ul", "ol", "li", "dl", "dt", "dd", "table",
-             "thead", "tbody", "tr", "th", "td", "article", "div", "code"}
-SAFE_ATTRS = {"class", "id", "href", "lang", "charset", "http-equiv", "content", "name",
-              "aria-label"}
+SAFE_TAGS = {
+    "html",
+    "head",
+    "meta",
+    "title",
+    "style",
+    "body",
+    "header",
+    "nav",
+    "section",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "p",
+    "span",
+    "a",
+    "ul",
+    "ol",
+    "li",
+    "dl",
+    "dt",
+    "dd",
+    "table",
+    "thead",
+    "tbody",
+    "tr",
+    "th",
+    "td",
+    "article",
+    "div",
+    "code",
+}
+SAFE_ATTRS = {
+    "class",
+    "id",
+    "href",
+    "lang",
+    "charset",
+    "http-equiv",
+    "content",
+    "name",
+    "aria-label",
+}
 
 
 def assert_links_resolve(page: Page) -> None:
@@ -237,11 +409,23 @@ def test_hostile_text_is_shown_as_text_and_never_becomes_markup(hostile: str) ->
 
 def test_the_page_has_no_script_no_url_and_loads_nothing(hostile: str) -> None:
     lowered = hostile.lower()
-    for forbidden in ("<script", "http://", "https://", "src=", "javascript:", "url(",
-                      "@import", "<img", "<link", "<iframe"):
+    for forbidden in (
+        "<script",
+        "http://",
+        "https://",
+        "src=",
+        "javascript:",
+        "url(",
+        "@import",
+        "<img",
+        "<link",
+        "<iframe",
+    ):
         assert forbidden not in lowered, forbidden
-    assert ('<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
-            "style-src 'unsafe-inline'\">") in hostile
+    assert (
+        '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
+        "style-src 'unsafe-inline'\">"
+    ) in hostile
     assert hostile.index("Content-Security-Policy") < hostile.index("<style>")
 
 
@@ -258,9 +442,21 @@ def test_every_record_links_to_a_transcript_line_that_exists(hostile: str) -> No
 
 
 def test_a_range_covers_units_by_document_position_not_by_id(tmp_path: Path) -> None:
-    bundle = write_bundle(tmp_path / "b", order=[10, 3, 7, 1, 8], lanes={"npcs": [
-        {"id": "npc-a", "name": "A", "aliases": [], "description": "",
-         "source_refs": [ref(3, 1)]}]})
+    bundle = write_bundle(
+        tmp_path / "b",
+        order=[10, 3, 7, 1, 8],
+        lanes={
+            "npcs": [
+                {
+                    "id": "npc-a",
+                    "name": "A",
+                    "aliases": [],
+                    "description": "",
+                    "source_refs": [ref(3, 1)],
+                }
+            ]
+        },
+    )
     page = Page(render_report(load_bundle(bundle)))
     assert [e.attrs["id"] for e in page.by_class("unit")] == ["u-3", "u-7", "u-1"]
     assert {e.attrs["id"] for e in page.by_class("cited")} == {"u-3", "u-7", "u-1"}
@@ -269,10 +465,26 @@ def test_a_range_covers_units_by_document_position_not_by_id(tmp_path: Path) -> 
 
 
 def test_without_an_evidence_context_units_are_listed_by_id_and_the_page_says_so(
-        tmp_path: Path) -> None:
-    bundle = write_bundle(tmp_path / "b", order=[1, 2, 3, 4], lanes={"spells": [
-        {"id": "spell-0001", "caster": "LAURA", "caster_npc_id": None, "spell": "Guiding Bolt",
-         "level": 0, "targets": [], "outcome": None, "source_refs": [ref(2), ref(4)]}]})
+    tmp_path: Path,
+) -> None:
+    bundle = write_bundle(
+        tmp_path / "b",
+        order=[1, 2, 3, 4],
+        lanes={
+            "spells": [
+                {
+                    "id": "spell-0001",
+                    "caster": "LAURA",
+                    "caster_npc_id": None,
+                    "spell": "Guiding Bolt",
+                    "level": 0,
+                    "targets": [],
+                    "outcome": None,
+                    "source_refs": [ref(2), ref(4)],
+                }
+            ]
+        },
+    )
     html = render_report(load_bundle(bundle))
     page = Page(html)
     assert "The evidence context is off for this bundle" in html
@@ -281,11 +493,23 @@ def test_without_an_evidence_context_units_are_listed_by_id_and_the_page_says_so
     assert_links_resolve(page)
 
 
-def test_a_unit_cited_outside_the_evidence_allowlist_still_has_its_anchor(
-        tmp_path: Path) -> None:
-    bundle = write_bundle(tmp_path / "b", order=[1, 2, 3, 4, 5], units={1: ("MATT", "hello")},
-                          lanes={"npcs": [{"id": "npc-a", "name": "A", "aliases": [],
-                                           "description": "", "source_refs": [ref(4)]}]})
+def test_a_unit_cited_outside_the_evidence_allowlist_still_has_its_anchor(tmp_path: Path) -> None:
+    bundle = write_bundle(
+        tmp_path / "b",
+        order=[1, 2, 3, 4, 5],
+        units={1: ("MATT", "hello")},
+        lanes={
+            "npcs": [
+                {
+                    "id": "npc-a",
+                    "name": "A",
+                    "aliases": [],
+                    "description": "",
+                    "source_refs": [ref(4)],
+                }
+            ]
+        },
+    )
     page = Page(render_report(load_bundle(bundle)))
     assert [e.attrs["id"] for e in page.by_class("unit")] == ["u-1", "u-4"]
     assert [e.attrs["id"] for e in page.by_class("context")] == ["u-1"]
@@ -294,18 +518,43 @@ def test_a_unit_cited_outside_the_evidence_allowlist_still_has_its_anchor(
 
 
 def turn(n: int, round_: int | None, at: int, actor_id: str | None = None) -> dict[str, Any]:
-    return {"id": f"turn-{n:04d}", "round": round_, "actor": "Gustav" if actor_id else "MATT",
-            "actor_npc_id": actor_id, "action": "attack", "targets": ["goblin"],
-            "outcome": {"hit": True, "damage": "4", "effect": None}, "source_refs": [ref(at)]}
+    return {
+        "id": f"turn-{n:04d}",
+        "round": round_,
+        "actor": "Gustav" if actor_id else "MATT",
+        "actor_npc_id": actor_id,
+        "action": "attack",
+        "targets": ["goblin"],
+        "outcome": {"hit": True, "damage": "4", "effect": None},
+        "source_refs": [ref(at)],
+    }
 
 
 def test_combat_turns_are_grouped_by_consecutive_rounds_and_names_link_to_npc_cards(
-        tmp_path: Path) -> None:
-    bundle = write_bundle(tmp_path / "b", order=list(range(1, 7)), lanes={
-        "npcs": [{"id": "npc-gustav", "name": "Gustav", "aliases": [], "description": "d",
-                  "source_refs": [ref(1)]}],
-        "combat-turns": [turn(1, 1, 1, "npc-gustav"), turn(2, 1, 2), turn(3, 2, 3),
-                         turn(4, None, 4), turn(5, 1, 5)]})
+    tmp_path: Path,
+) -> None:
+    bundle = write_bundle(
+        tmp_path / "b",
+        order=list(range(1, 7)),
+        lanes={
+            "npcs": [
+                {
+                    "id": "npc-gustav",
+                    "name": "Gustav",
+                    "aliases": [],
+                    "description": "d",
+                    "source_refs": [ref(1)],
+                }
+            ],
+            "combat-turns": [
+                turn(1, 1, 1, "npc-gustav"),
+                turn(2, 1, 2),
+                turn(3, 2, 3),
+                turn(4, None, 4),
+                turn(5, 1, 5),
+            ],
+        },
+    )
     html = render_report(load_bundle(bundle))
     rounds = re.findall(r"<h4>(Round [^<]*)</h4>", html)
     assert rounds == ["Round 1", "Round 2", "Round not stated", "Round 1"]
@@ -317,14 +566,36 @@ def test_combat_turns_are_grouped_by_consecutive_rounds_and_names_link_to_npc_ca
 
 
 def test_rejections_and_warnings_are_counted_by_validator_and_code(tmp_path: Path) -> None:
-    rejected = [{"stage": "extract", "lane": "npcs", "module": "m", "chunk_id": f"c{i}",
-                 "validator": v, "message": "$.npcs[0].name: too long", "attempts": 2}
-                for i, v in enumerate(["schema", "schema", "refs_in_chunk"])]
-    warnings = [{"stage": "extract", "code": c, "message": "2 name(s) matched no NPC",
-                 "lane": "spells", "chunk_id": None}
-                for c in ["npc_unmatched", "npc_unmatched", "scene_coverage_missing"]]
-    bundle = write_bundle(tmp_path / "b", order=[1], lanes={}, rejected=rejected,
-                          warnings=warnings, configured={"npcs": "rejected"})
+    rejected = [
+        {
+            "stage": "extract",
+            "lane": "npcs",
+            "module": "m",
+            "chunk_id": f"c{i}",
+            "validator": v,
+            "message": "$.npcs[0].name: too long",
+            "attempts": 2,
+        }
+        for i, v in enumerate(["schema", "schema", "refs_in_chunk"])
+    ]
+    warnings = [
+        {
+            "stage": "extract",
+            "code": c,
+            "message": "2 name(s) matched no NPC",
+            "lane": "spells",
+            "chunk_id": None,
+        }
+        for c in ["npc_unmatched", "npc_unmatched", "scene_coverage_missing"]
+    ]
+    bundle = write_bundle(
+        tmp_path / "b",
+        order=[1],
+        lanes={},
+        rejected=rejected,
+        warnings=warnings,
+        configured={"npcs": "rejected"},
+    )
     html = render_report(load_bundle(bundle))
     rows = [re.findall(r"<td>(.*?)</td>", r) for r in re.findall(r"<tr>(.*?)</tr>", html)]
     assert ["npcs", "extract", "refs_in_chunk", "1"] in rows
@@ -337,10 +608,22 @@ def test_rejections_and_warnings_are_counted_by_validator_and_code(tmp_path: Pat
 
 
 def test_an_unknown_kind_or_schema_version_is_listed_not_rendered(tmp_path: Path) -> None:
-    extra = [{"lane_id": "loot", "file": "loot.json", "kind": "acme/loot", "schema_version": "v1",
-              "records": 4},
-             {"lane_id": "npcs2", "file": "npcs2.json", "kind": "dnd/npc-list",
-              "schema_version": "v9", "records": 1}]
+    extra = [
+        {
+            "lane_id": "loot",
+            "file": "loot.json",
+            "kind": "acme/loot",
+            "schema_version": "v1",
+            "records": 4,
+        },
+        {
+            "lane_id": "npcs2",
+            "file": "npcs2.json",
+            "kind": "dnd/npc-list",
+            "schema_version": "v9",
+            "records": 1,
+        },
+    ]
     bundle = write_bundle(tmp_path / "b", order=[1], lanes={}, extra_lanes=extra)
     html = render_report(load_bundle(bundle))
     assert '<section id="other"><h2>Other lanes</h2>' in html
@@ -349,9 +632,21 @@ def test_an_unknown_kind_or_schema_version_is_listed_not_rendered(tmp_path: Path
 
 def test_an_unreadable_bundle_fails_with_a_content_safe_message(tmp_path: Path) -> None:
     secret = "the secret words of the session"
-    bundle = write_bundle(tmp_path / "b", order=[1], lanes={"npcs": [
-        {"id": "npc-a", "name": 42, "aliases": [secret], "description": secret,
-         "source_refs": [ref(1)]}]})
+    bundle = write_bundle(
+        tmp_path / "b",
+        order=[1],
+        lanes={
+            "npcs": [
+                {
+                    "id": "npc-a",
+                    "name": 42,
+                    "aliases": [secret],
+                    "description": secret,
+                    "source_refs": [ref(1)],
+                }
+            ]
+        },
+    )
     with pytest.raises(ReportError) as failed:
         load_bundle(bundle)
     assert "lanes/npcs.json: npcs.0.name: string_type" in str(failed.value)
@@ -366,7 +661,8 @@ def test_an_unreadable_bundle_fails_with_a_content_safe_message(tmp_path: Path) 
 
 
 def test_the_report_is_written_atomically_beside_the_bundles_and_can_be_removed(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     bundles = tmp_path / "bundles"
     path = write_report(bundles, "s1", "<p>one</p>")
     assert path == bundles / REPORTS_DIR / "s1.html" == report_path(bundles, "s1")
@@ -400,16 +696,27 @@ def build_sample_bundle(root: Path) -> SampleBundle:
 
     data = yaml.safe_load((REPO / "configs" / "dnd-complete.yaml").read_text())
     lanes = sorted(lane["id"] for lane in data["pipeline"]["lanes"])
-    data["pipeline"]["output"] = {"module": "json", "options": {"evidence_context": {
-        "enabled": True, "window_units": 1, "lanes": lanes}}}
+    data["pipeline"]["output"] = {
+        "module": "json",
+        "options": {"evidence_context": {"enabled": True, "window_units": 1, "lanes": lanes}},
+    }
     profile = root / "complete-evidence.yaml"
     profile.write_text(yaml.safe_dump(data))
     register_transcript(root / "data" / "transcripts", SESSION, SAMPLE)
-    with pytest.MonkeyPatch.context() as env, DagsterInstance.ephemeral() as instance, \
-            scripted_llm(complete_responder):
+    with (
+        pytest.MonkeyPatch.context() as env,
+        DagsterInstance.ephemeral() as instance,
+        scripted_llm(complete_responder),
+    ):
         env.setenv("NOTARIUS_REPORT_BASE_URL", BASE_URL + "/")
-        outcome = run_session(session_id=SESSION, profile=profile, data_root=root / "data",
-                              llm_profile="test-double", instance=instance, quiet=True)
+        outcome = run_session(
+            session_id=SESSION,
+            profile=profile,
+            data_root=root / "data",
+            llm_profile="test-double",
+            instance=instance,
+            quiet=True,
+        )
         assert outcome.success, outcome.error
         [record] = instance.fetch_materializations(AssetKey("session_report"), limit=1).records
         materialization = record.asset_materialization
@@ -425,7 +732,8 @@ def sample(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SampleBundle]:
 
 
 def test_the_asset_writes_the_report_of_the_published_bundle_beside_it(
-        sample: SampleBundle) -> None:
+    sample: SampleBundle,
+) -> None:
     assert sample.report.is_file()
     assert sample.report.read_bytes() == render_report(load_bundle(sample.bundle)).encode()
     index = json.loads((sample.bundle / "index.json").read_text())
@@ -441,7 +749,8 @@ def test_the_asset_writes_the_report_of_the_published_bundle_beside_it(
 
 
 def test_the_real_report_shows_every_record_and_every_citation_resolves(
-        sample: SampleBundle) -> None:
+    sample: SampleBundle,
+) -> None:
     html = sample.report.read_text()
     page = Page(html)
     assert_links_resolve(page)
@@ -459,8 +768,8 @@ def test_the_real_report_shows_every_record_and_every_citation_resolves(
 
 
 def test_notarius_report_prints_the_path_and_opens_it(
-        sample: SampleBundle, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
+    sample: SampleBundle, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     opened: list[str] = []
     monkeypatch.setattr("webbrowser.open", lambda url: opened.append(url) or True)
     assert main(["report", SESSION, "--bundles", str(sample.bundles)]) == 0
@@ -473,7 +782,8 @@ def test_notarius_report_prints_the_path_and_opens_it(
 
 
 def test_notarius_report_says_how_to_build_a_missing_report(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["report", "never-run", "--bundles", str(tmp_path)]) == 1
     err = capsys.readouterr().err
     assert "has no report yet" in err and "session_report" in err and "notarius run" in err
@@ -481,7 +791,8 @@ def test_notarius_report_says_how_to_build_a_missing_report(
 
 
 def test_notarius_report_warns_when_the_bundle_is_newer_than_the_report(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     bundles = tmp_path / "bundles"
     bundle = write_bundle(bundles / "s1", order=[1], lanes={}, run_id="run-1")
     write_report(bundles, "s1", render_report(load_bundle(bundle)))

@@ -31,8 +31,7 @@ if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
 
 REPO = Path(__file__).resolve().parent.parent
-SECTIONS = ("scenes", "npcs", "combat", "spells", "items", "interactions", "issues",
-            "transcript")
+SECTIONS = ("scenes", "npcs", "combat", "spells", "items", "interactions", "issues", "transcript")
 
 
 def artifacts() -> Path:
@@ -44,8 +43,10 @@ def artifacts() -> Path:
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
     if not CHROMIUM.exists():
-        reason = (f"{CHROMIUM} is missing: install Debian's chromium (apt-get install "
-                  "chromium); Playwright's own browser download is not used")
+        reason = (
+            f"{CHROMIUM} is missing: install Debian's chromium (apt-get install "
+            "chromium); Playwright's own browser download is not used"
+        )
         if os.environ.get("CI"):  # .ci/run installs it: missing there is a failure
             pytest.fail(reason)
         pytest.skip(reason)
@@ -106,7 +107,8 @@ def _background(page: Page, selector: str) -> str:
 
 @pytest.mark.slow
 def test_a_citation_link_scrolls_to_its_transcript_line_and_highlights_it(
-        sample: SampleBundle, watched: Watched) -> None:
+    sample: SampleBundle, watched: Watched
+) -> None:
     from playwright.sync_api import expect
 
     page, uri = watched.page, sample.report.resolve().as_uri()
@@ -151,7 +153,8 @@ def test_a_citation_link_scrolls_to_its_transcript_line_and_highlights_it(
 
 @pytest.mark.slow
 def test_hostile_transcript_text_stays_text_in_the_browser(
-        tmp_path: Path, watched: Watched) -> None:
+    tmp_path: Path, watched: Watched
+) -> None:
     from playwright.sync_api import expect
 
     bundle = hostile_bundle(tmp_path / "bundle")

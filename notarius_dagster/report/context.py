@@ -87,8 +87,9 @@ def _ground(ctx: PageContext, npc_id: str | None, citer: Citer) -> None:
 
 
 def build_context(inputs: ReportInputs) -> PageContext:
-    evidence_units = [u.unit_id for c in inputs.evidence.contexts for u in c.units] if (
-        inputs.evidence) else []
+    evidence_units = (
+        [u.unit_id for c in inputs.evidence.contexts for u in c.units] if (inputs.evidence) else []
+    )
     ctx = PageContext(inputs, CitationIndex(DocumentOrder(inputs.unit_order, evidence_units)))
     anchors = Anchors()
     for lane in inputs.outputs:

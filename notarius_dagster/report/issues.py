@@ -35,21 +35,50 @@ def render_issues(ctx: PageContext) -> str:
     rejections, warnings = ctx.inputs.rejections, ctx.inputs.warnings
     parts = [f"<h3>Rejections ({len(rejections)})</h3>"]
     if rejections:
-        parts.append(_table(["Lane", "Stage", "Validator", "Count"], _counts(
-            [(r.lane or "-", r.stage, r.validator) for r in rejections])))
-        parts.append(_table(["Lane", "Stage", "Chunk", "Validator", "Attempts", "Message"], [
-            [text(r.lane or "-"), text(r.stage), _chunk(ctx, r.chunk_id), text(r.validator),
-             text(r.attempts if r.attempts is not None else "-"), text(r.message)]
-            for r in rejections]))
+        parts.append(
+            _table(
+                ["Lane", "Stage", "Validator", "Count"],
+                _counts([(r.lane or "-", r.stage, r.validator) for r in rejections]),
+            )
+        )
+        parts.append(
+            _table(
+                ["Lane", "Stage", "Chunk", "Validator", "Attempts", "Message"],
+                [
+                    [
+                        text(r.lane or "-"),
+                        text(r.stage),
+                        _chunk(ctx, r.chunk_id),
+                        text(r.validator),
+                        text(r.attempts if r.attempts is not None else "-"),
+                        text(r.message),
+                    ]
+                    for r in rejections
+                ],
+            )
+        )
     else:
         parts.append('<p class="empty">No output was rejected.</p>')
     parts.append(f"<h3>Warnings ({len(warnings)})</h3>")
     if warnings:
-        parts.append(_table(["Lane", "Code", "Count"], _counts(
-            [(w.lane or "-", w.code) for w in warnings])))
-        parts.append(_table(["Lane", "Stage", "Chunk", "Code", "Message"], [
-            [text(w.lane or "-"), text(w.stage), _chunk(ctx, w.chunk_id), text(w.code),
-             text(w.message)] for w in warnings]))
+        parts.append(
+            _table(["Lane", "Code", "Count"], _counts([(w.lane or "-", w.code) for w in warnings]))
+        )
+        parts.append(
+            _table(
+                ["Lane", "Stage", "Chunk", "Code", "Message"],
+                [
+                    [
+                        text(w.lane or "-"),
+                        text(w.stage),
+                        _chunk(ctx, w.chunk_id),
+                        text(w.code),
+                        text(w.message),
+                    ]
+                    for w in warnings
+                ],
+            )
+        )
     else:
         parts.append('<p class="empty">No warnings.</p>')
     return "".join(parts)

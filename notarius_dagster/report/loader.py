@@ -81,8 +81,13 @@ def _lane_output(folder: Path, descriptor: Any) -> LaneOutput:
     document = None
     if view is not None and version == SUPPORTED_SCHEMA_VERSION:
         document = _parse(view, _read_json(folder, file_name), file_name)
-    return LaneOutput(lane_id=lane_id, kind=kind, schema_version=version,
-                      records=records if isinstance(records, int) else 0, document=document)
+    return LaneOutput(
+        lane_id=lane_id,
+        kind=kind,
+        schema_version=version,
+        records=records if isinstance(records, int) else 0,
+        document=document,
+    )
 
 
 def load_bundle(bundle: Path) -> ReportInputs:
@@ -106,31 +111,39 @@ def load_bundle(bundle: Path) -> ReportInputs:
     evidence_descriptor = index.get("evidence_context")
     if evidence_descriptor is not None:
         if (evidence_descriptor.get("kind"), evidence_descriptor.get("schema_version")) != (
-            "source/evidence-context", "v1"):
+            "source/evidence-context",
+            "v1",
+        ):
             raise ReportError("index.json: evidence_context: unsupported kind or schema version")
         name = str(_get(evidence_descriptor, "file", "index.json: evidence_context"))
         evidence = _parse(Evidence, _read_json(folder, name), name)
     pipeline = _get(manifest, "pipeline", "manifest.json")
     totals = manifest.get("totals") or {}
     source = _get(manifest, "source", "manifest.json")
-    return _parse(ReportInputs, {
-        "session_id": _get(index, "session_id", "index.json"),
-        "run_id": _get(index, "run_id", "index.json"),
-        "pipeline_id": _get(pipeline, "id", "manifest.json: pipeline"),
-        "profile": _get(pipeline, "profile", "manifest.json: pipeline"),
-        "pipeline_digest": _get(pipeline, "digest", "manifest.json: pipeline"),
-        "status": _get(manifest, "status", "manifest.json"),
-        "validation_status": _get(index, "validation_status", "index.json"),
-        "source_units": _get(source, "units", "manifest.json: source"),
-        "chunks": _get(manifest, "chunks", "manifest.json"),
-        "llm_calls": totals.get("llm_calls", 0),
-        "prompt_tokens": totals.get("prompt_tokens", 0),
-        "completion_tokens": totals.get("completion_tokens", 0),
-        "lanes": [_parse(LaneSummary, lane, "manifest.json: artifact_lanes[]")
-                  for lane in _get(manifest, "artifact_lanes", "manifest.json")],
-        "outputs": [_lane_output(folder, d) for d in _get(index, "lanes", "index.json")],
-        "unit_order": order,
-        "evidence": evidence,
-        "warnings": [_parse(WarningEntry, w, "warnings.json[]") for w in warnings],
-        "rejections": [_parse(RejectionEntry, r, "rejected.json[]") for r in rejected],
-    }, "bundle")
+    return _parse(
+        ReportInputs,
+        {
+            "session_id": _get(index, "session_id", "index.json"),
+            "run_id": _get(index, "run_id", "index.json"),
+            "pipeline_id": _get(pipeline, "id", "manifest.json: pipeline"),
+            "profile": _get(pipeline, "profile", "manifest.json: pipeline"),
+            "pipeline_digest": _get(pipeline, "digest", "manifest.json: pipeline"),
+            "status": _get(manifest, "status", "manifest.json"),
+            "validation_status": _get(index, "validation_status", "index.json"),
+            "source_units": _get(source, "units", "manifest.json: source"),
+            "chunks": _get(manifest, "chunks", "manifest.json"),
+            "llm_calls": totals.get("llm_calls", 0),
+            "prompt_tokens": totals.get("prompt_tokens", 0),
+            "completion_tokens": totals.get("completion_tokens", 0),
+            "lanes": [
+                _parse(LaneSummary, lane, "manifest.json: artifact_lanes[]")
+                for lane in _get(manifest, "artifact_lanes", "manifest.json")
+            ],
+            "outputs": [_lane_output(folder, d) for d in _get(index, "lanes", "index.json")],
+            "unit_order": order,
+            "evidence": evidence,
+            "warnings": [_parse(WarningEntry, w, "warnings.json[]") for w in warnings],
+            "rejections": [_parse(RejectionEntry, r, "rejected.json[]") for r in rejected],
+        },
+        "bundle",
+    )

@@ -51,8 +51,9 @@ def write_report(bundles_root: Path, session_id: str, page: str) -> Path:
     except OSError as exc:
         with contextlib.suppress(OSError):
             tmp.unlink()
-        raise ReportError(f"report of session {session_id!r} could not be written "
-                          f"({type(exc).__name__})") from None
+        raise ReportError(
+            f"report of session {session_id!r} could not be written ({type(exc).__name__})"
+        ) from None
     return target
 
 

@@ -99,7 +99,7 @@ class RenderedReport:
 
 def _header(inputs: ReportInputs) -> str:
     records = sum(lane.records for lane in inputs.outputs)
-    evidence = ("on" if inputs.evidence is not None else "off")
+    evidence = "on" if inputs.evidence is not None else "off"
     facts = [
         ("Pipeline", f"{text(inputs.pipeline_id)} ({text(inputs.profile)})"),
         ("Pipeline digest", f"<code>{text(inputs.pipeline_digest)}</code>"),
@@ -109,15 +109,20 @@ def _header(inputs: ReportInputs) -> str:
         ("Records", str(records)),
         ("Rejections", str(len(inputs.rejections))),
         ("Warnings", str(len(inputs.warnings))),
-        ("LLM calls", f"{text(inputs.llm_calls)} ({text(inputs.prompt_tokens)} prompt + "
-                      f"{text(inputs.completion_tokens)} completion tokens)"),
+        (
+            "LLM calls",
+            f"{text(inputs.llm_calls)} ({text(inputs.prompt_tokens)} prompt + "
+            f"{text(inputs.completion_tokens)} completion tokens)",
+        ),
         ("Evidence context", evidence),
     ]
     status_class = _STATUS_CLASS.get(inputs.validation_status, "other")
     lanes = "".join(
         f"<tr><td>{text(lane.lane_id)}</td><td>{text(lane.kind)}</td><td>{text(lane.status)}"
         f"</td><td>{text(lane.records)}</td><td>{text(lane.warnings)}</td>"
-        f"<td>{text(lane.rejections)}</td></tr>" for lane in inputs.lanes)
+        f"<td>{text(lane.rejections)}</td></tr>"
+        for lane in inputs.lanes
+    )
     return (
         f"<header><h1>Session {text(inputs.session_id)}</h1>"
         f'<p><span class="status {status_class}">validation: '
@@ -125,7 +130,8 @@ def _header(inputs: ReportInputs) -> str:
         '<dl class="facts">' + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts) + "</dl>"
         '<table class="lanes"><thead><tr><th>Lane</th><th>Kind</th><th>Status</th>'
         "<th>Records</th><th>Warnings</th><th>Rejections</th></tr></thead>"
-        f"<tbody>{lanes}</tbody></table></header>")
+        f"<tbody>{lanes}</tbody></table></header>"
+    )
 
 
 def _other_lanes(inputs: ReportInputs) -> str:
@@ -133,14 +139,18 @@ def _other_lanes(inputs: ReportInputs) -> str:
     rows = "".join(
         f"<tr><td>{text(lane.lane_id)}</td><td>{text(lane.kind)}</td>"
         f"<td>{text(lane.schema_version)}</td><td>{text(lane.records)}</td></tr>"
-        for lane in inputs.outputs if lane.document is None)
+        for lane in inputs.outputs
+        if lane.document is None
+    )
     if not rows:
         return ""
     known = ", ".join(text(k) for k in KNOWN_KINDS)
-    return ('<p class="note">This report renders the D&amp;D kinds (' + known + ") of schema "
-            "version v1; these lane files are in the bundle but not shown here.</p>"
-            '<table class="records"><thead><tr><th>Lane</th><th>Kind</th><th>Schema version'
-            f"</th><th>Records</th></tr></thead><tbody>{rows}</tbody></table>")
+    return (
+        '<p class="note">This report renders the D&amp;D kinds (' + known + ") of schema "
+        "version v1; these lane files are in the bundle but not shown here.</p>"
+        '<table class="records"><thead><tr><th>Lane</th><th>Kind</th><th>Schema version'
+        f"</th><th>Records</th></tr></thead><tbody>{rows}</tbody></table>"
+    )
 
 
 def render_page(inputs: ReportInputs) -> RenderedReport:
@@ -153,8 +163,9 @@ def render_page(inputs: ReportInputs) -> RenderedReport:
     transcript, listed, with_text = render_transcript(ctx)
     sections.append(("transcript", "Transcript (cited units)", transcript))
     nav = "".join(f'<li><a href="#{sid}">{title}</a></li>' for sid, title, _ in sections)
-    body = "".join(f'<section id="{sid}"><h2>{title}</h2>{html}</section>'
-                   for sid, title, html in sections)
+    body = "".join(
+        f'<section id="{sid}"><h2>{title}</h2>{html}</section>' for sid, title, html in sections
+    )
     page = (
         "<!DOCTYPE html>\n"
         '<html lang="en"><head><meta charset="utf-8">'

@@ -49,8 +49,11 @@ def _cites(ctx: PageContext, lane: LaneOutput, i: int, label: str, refs: Sequenc
 
 def _table(head: Sequence[str], rows: Sequence[str]) -> str:
     cells = "".join(f"<th>{h}</th>" for h in head)
-    return (f'<table class="records"><thead><tr>{cells}</tr></thead><tbody>'
-            + "".join(rows) + "</tbody></table>")
+    return (
+        f'<table class="records"><thead><tr>{cells}</tr></thead><tbody>'
+        + "".join(rows)
+        + "</tbody></table>"
+    )
 
 
 def _row(anchor: str, cells: Sequence[str]) -> str:
@@ -98,15 +101,20 @@ def scenes_body(ctx: PageContext, lane: LaneOutput) -> str:
         anchor = ctx.anchor(lane, i)
         kind = f"kind-{scene.kind}" if scene.kind in SCENE_KINDS else "kind-other"
         inside = contents.get(anchor, {})
-        summary = ", ".join(f"{text(spec.noun)}: {inside[spec.noun]}"
-                            for spec in SECTIONS.values() if spec.noun in inside)
+        summary = ", ".join(
+            f"{text(spec.noun)}: {inside[spec.noun]}"
+            for spec in SECTIONS.values()
+            if spec.noun in inside
+        )
         items.append(
             f'<li class="record scene {kind}" id="{anchor}">'
             f'<h3><span class="badge {kind}">{text(scene.kind)}</span> {text(scene.title)}</h3>'
             f'<p class="summary">{_or_none(scene.summary)}</p>'
             f'<p class="meta">{text(scene.scene_id)} &#183; units '
             f"{ctx.citations.cite_whole(scene.source_ref)}"
-            + (f" &#183; {summary}" if summary else "") + "</p></li>")
+            + (f" &#183; {summary}" if summary else "")
+            + "</p></li>"
+        )
     return '<ol class="scenes">' + "".join(items) + "</ol>"
 
 
@@ -131,14 +139,20 @@ def npcs_body(ctx: PageContext, lane: LaneOutput) -> str:
         if npc.aliases:
             parts.append(f'<p class="aliases">Also called: {_names(npc.aliases)}</p>')
         parts.append(f'<p class="desc">{_or_none(npc.description)}</p>')
-        parts.append(f"<p>Appearances ({len(npc.source_refs)}): "
-                     f"{_cites(ctx, lane, i, npc.name, npc.source_refs)}</p>")
+        parts.append(
+            f"<p>Appearances ({len(npc.source_refs)}): "
+            f"{_cites(ctx, lane, i, npc.name, npc.source_refs)}</p>"
+        )
         if scenes:
-            parts.append("<p>Scenes: " + ", ".join(
-                link(s.anchor, text(s.scene.scene_id)) for s in scenes) + "</p>")
+            parts.append(
+                "<p>Scenes: "
+                + ", ".join(link(s.anchor, text(s.scene.scene_id)) for s in scenes)
+                + "</p>"
+            )
         if named_by:
-            parts.append("<p>Named in: " + ", ".join(
-                link(c.anchor, c.label_html) for c in named_by) + "</p>")
+            parts.append(
+                "<p>Named in: " + ", ".join(link(c.anchor, c.label_html) for c in named_by) + "</p>"
+            )
         cards.append("".join(parts) + "</article>")
     return '<div class="cards">' + "".join(cards) + "</div>"
 
@@ -177,17 +191,31 @@ def combat_body(ctx: PageContext, lane: LaneOutput) -> str:
     head = ["Turn", "Actor", "Action", "Targets", "Hit", "Damage", "Effect", "Cites"]
     parts = []
     for scene, turns in fights:
-        where = (f"In {link(scene.anchor, text(scene.scene.scene_id))}: "
-                 f"{text(scene.scene.title)}" if scene else "Outside any scene")
+        where = (
+            f"In {link(scene.anchor, text(scene.scene.scene_id))}: {text(scene.scene.title)}"
+            if scene
+            else "Outside any scene"
+        )
         parts.append(f'<div class="fight"><h3>{where}</h3>')
         for round_, members in _runs(turns):
             title = f"Round {text(round_)}" if round_ is not None else "Round not stated"
-            rows = [_row(ctx.anchor(lane, i), [
-                text(t.id), ctx.named(t.actor, t.actor_npc_id), text(t.action),
-                _names(t.targets), _hit(t.outcome.hit), _or_none(t.outcome.damage),
-                _or_none(t.outcome.effect), _cites(ctx, lane, i, t.id, t.source_refs)])
-                for i, t in members]
-            parts.append(f'<h4>{title}</h4>{_table(head, rows)}')
+            rows = [
+                _row(
+                    ctx.anchor(lane, i),
+                    [
+                        text(t.id),
+                        ctx.named(t.actor, t.actor_npc_id),
+                        text(t.action),
+                        _names(t.targets),
+                        _hit(t.outcome.hit),
+                        _or_none(t.outcome.damage),
+                        _or_none(t.outcome.effect),
+                        _cites(ctx, lane, i, t.id, t.source_refs),
+                    ],
+                )
+                for i, t in members
+            ]
+            parts.append(f"<h4>{title}</h4>{_table(head, rows)}")
         parts.append("</div>")
     return "".join(parts)
 
@@ -203,29 +231,60 @@ def _level(level: int | None) -> str:
 
 def spells_body(ctx: PageContext, lane: LaneOutput) -> str:
     assert isinstance(lane.document, SpellList)
-    rows = [_row(ctx.anchor(lane, i), [
-        text(s.id), text(s.spell), _level(s.level), ctx.named(s.caster, s.caster_npc_id),
-        _names(s.targets), _or_none(s.outcome), _cites(ctx, lane, i, s.id, s.source_refs)])
-        for i, s in enumerate(lane.document.spells)]
+    rows = [
+        _row(
+            ctx.anchor(lane, i),
+            [
+                text(s.id),
+                text(s.spell),
+                _level(s.level),
+                ctx.named(s.caster, s.caster_npc_id),
+                _names(s.targets),
+                _or_none(s.outcome),
+                _cites(ctx, lane, i, s.id, s.source_refs),
+            ],
+        )
+        for i, s in enumerate(lane.document.spells)
+    ]
     return _table(["Cast", "Spell", "Level", "Caster", "Targets", "Outcome", "Cites"], rows)
 
 
 def items_body(ctx: PageContext, lane: LaneOutput) -> str:
     assert isinstance(lane.document, ItemEventList)
-    rows = [_row(ctx.anchor(lane, i), [
-        text(e.id), text(e.item), text(e.event), _or_none(e.quantity),
-        ctx.named(e.from_, e.from_npc_id), ctx.named(e.to, e.to_npc_id),
-        _cites(ctx, lane, i, e.id, e.source_refs)])
-        for i, e in enumerate(lane.document.item_events)]
+    rows = [
+        _row(
+            ctx.anchor(lane, i),
+            [
+                text(e.id),
+                text(e.item),
+                text(e.event),
+                _or_none(e.quantity),
+                ctx.named(e.from_, e.from_npc_id),
+                ctx.named(e.to, e.to_npc_id),
+                _cites(ctx, lane, i, e.id, e.source_refs),
+            ],
+        )
+        for i, e in enumerate(lane.document.item_events)
+    ]
     return _table(["Event", "Item", "What", "Quantity", "From", "To", "Cites"], rows)
 
 
 def interactions_body(ctx: PageContext, lane: LaneOutput) -> str:
     assert isinstance(lane.document, InteractionList)
-    rows = [_row(ctx.anchor(lane, i), [
-        text(x.id), ctx.named(x.npc, x.npc_id), text(x.kind), _names(x.participants),
-        _or_none(x.summary), _cites(ctx, lane, i, x.id, x.source_refs)])
-        for i, x in enumerate(lane.document.npc_interactions)]
+    rows = [
+        _row(
+            ctx.anchor(lane, i),
+            [
+                text(x.id),
+                ctx.named(x.npc, x.npc_id),
+                text(x.kind),
+                _names(x.participants),
+                _or_none(x.summary),
+                _cites(ctx, lane, i, x.id, x.source_refs),
+            ],
+        )
+        for i, x in enumerate(lane.document.npc_interactions)
+    ]
     return _table(["Interaction", "NPC", "Kind", "Participants", "Summary", "Cites"], rows)
 
 
@@ -236,10 +295,10 @@ SECTIONS: dict[str, SectionSpec] = {
     "dnd/npc-list": SectionSpec("npcs", "NPCs", "NPCs", npcs_body),
     "dnd/combat-turn-list": SectionSpec("combat", "Combat", "combat turns", combat_body),
     "dnd/spell-list": SectionSpec("spells", "Spells cast", "spells", spells_body),
-    "dnd/item-event-list": SectionSpec("items", "Items changing hands", "item events",
-                                       items_body),
-    "dnd/npc-interaction-list": SectionSpec("interactions", "NPC interactions",
-                                            "NPC interactions", interactions_body),
+    "dnd/item-event-list": SectionSpec("items", "Items changing hands", "item events", items_body),
+    "dnd/npc-interaction-list": SectionSpec(
+        "interactions", "NPC interactions", "NPC interactions", interactions_body
+    ),
 }
 
 
@@ -270,5 +329,7 @@ def _absent(ctx: PageContext, kind: str) -> str:
     if not configured:
         return "No lane of this kind is part of this pipeline."
     names = ", ".join(text(lane.lane_id) for lane in configured)
-    return (f"Lane {names} published no output ({text(configured[0].status)}): see "
-            '<a href="#issues">rejections and warnings</a>.')
+    return (
+        f"Lane {names} published no output ({text(configured[0].status)}): see "
+        '<a href="#issues">rejections and warnings</a>.'
+    )

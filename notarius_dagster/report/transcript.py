@@ -21,14 +21,18 @@ def _clock(value: object) -> str | None:
 def _note(ctx: PageContext, with_text: int) -> str:
     evidence = ctx.inputs.evidence
     if evidence is None:
-        return ('<p class="note">The evidence context is off for this bundle: cited units are '
-                "listed by id only, without their text. Enable <code>evidence_context</code> "
-                "on the profile&#8217;s json output to publish the text of cited units "
-                "(docs/bundle.md).</p>")
+        return (
+            '<p class="note">The evidence context is off for this bundle: cited units are '
+            "listed by id only, without their text. Enable <code>evidence_context</code> "
+            "on the profile&#8217;s json output to publish the text of cited units "
+            "(docs/bundle.md).</p>"
+        )
     lanes = ", ".join(text(lane) for lane in evidence.lanes)
-    return (f'<p class="note">Text from the evidence context: {with_text} unit(s) in '
-            f"{len(evidence.contexts)} context(s), window {text(evidence.window_units)}, "
-            f"lanes {lanes}. Units cited only by other lanes are listed by id.</p>")
+    return (
+        f'<p class="note">Text from the evidence context: {with_text} unit(s) in '
+        f"{len(evidence.contexts)} context(s), window {text(evidence.window_units)}, "
+        f"lanes {lanes}. Units cited only by other lanes are listed by id.</p>"
+    )
 
 
 def _gap(skipped: int) -> str:
@@ -48,7 +52,8 @@ def _scene_dividers(ctx: PageContext) -> dict[int, list[str]]:
             for i, scene in enumerate(lane.document.scene_descriptions):
                 dividers.setdefault(scene.source_ref.start_unit_id, []).append(
                     f'<li class="divider">Scene {link(ctx.anchor(lane, i), text(scene.scene_id))}'
-                    f" &#183; {text(scene.kind)} &#183; {text(scene.title)}</li>")
+                    f" &#183; {text(scene.kind)} &#183; {text(scene.title)}</li>"
+                )
     return dividers
 
 
@@ -68,12 +73,18 @@ def _unit(ctx: PageContext, unit_id: int, unit: EvidenceUnit | None) -> str:
             parts.append(f'<span class="speaker">{text(speaker)}</span>')
         parts.append(f'<span class="text">{text(unit.text)}</span>')
     else:
-        missing = ("text not published" if ctx.inputs.evidence is None
-                   else "text not in the evidence context")
+        missing = (
+            "text not published"
+            if ctx.inputs.evidence is None
+            else "text not in the evidence context"
+        )
         parts.append(f'<span class="missing">{missing}</span>')
     if cited_by:
-        parts.append('<span class="cited-by">cited by ' + ", ".join(
-            link(c.anchor, c.label_html) for c in cited_by) + "</span>")
+        parts.append(
+            '<span class="cited-by">cited by '
+            + ", ".join(link(c.anchor, c.label_html) for c in cited_by)
+            + "</span>"
+        )
     return "".join(parts) + "</li>"
 
 
@@ -103,6 +114,8 @@ def render_transcript(ctx: PageContext) -> tuple[str, int, int]:
         _trailing_gap(items, len(order.order), last_known)
     shown = sum(1 for unit_id in listed if unit_id in units)
     body = _note(ctx, shown) + (
-        '<ol class="transcript">' + "".join(items) + "</ol>" if listed
-        else '<p class="empty">No unit is cited.</p>')
+        '<ol class="transcript">' + "".join(items) + "</ol>"
+        if listed
+        else '<p class="empty">No unit is cited.</p>'
+    )
     return body, len(listed), shown
