@@ -19,6 +19,7 @@ from notarius_dagster.cli_common import (
     ensure_dagster_home,
     open_instance,
 )
+from notarius_dagster.cli_report import add_report_parser
 from notarius_dagster.store import store_paths
 
 
@@ -292,7 +293,8 @@ def add_sessions_commands(sub: Any) -> None:
 
 # One registrar per top-level command, in the order `--help` lists them. A new command (the
 # references issue's `backfill`) is one more `add_..._command(sub)` function added here.
-COMMANDS = (add_run_command, add_validate_command, add_sessions_commands, add_backfill_parser)
+COMMANDS = (add_run_command, add_validate_command, add_sessions_commands, add_backfill_parser,
+            add_report_parser)
 
 
 def build_parser() -> argparse.ArgumentParser:

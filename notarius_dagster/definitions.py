@@ -13,6 +13,7 @@ from assets.checks import build_asset_checks
 from assets.evidence import build_evidence_context_asset
 from assets.factory import build_session_assets
 from assets.jobs import materialize_session
+from assets.report import build_report_asset
 from assets.sensors import build_sensors
 from assets.stale_sensor import build_stale_lanes_sensor
 from notarius_dagster.engine.resolution import (
@@ -67,7 +68,7 @@ def definitions_for(settings: Settings, plan: RunPipeline) -> Definitions:
     run's runtime references before anything is launched)."""
     pipeline = plan.pipeline
     return Definitions(
-        assets=build_session_assets(plan, extra=extra_assets(pipeline)),
+        assets=[*build_session_assets(plan, extra=extra_assets(pipeline)), build_report_asset()],
         asset_checks=build_asset_checks(pipeline),
         sensors=[*build_sensors(settings.store), build_stale_lanes_sensor()],
         jobs=[materialize_session],

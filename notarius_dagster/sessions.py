@@ -17,6 +17,7 @@ from dagster import AssetKey, AssetRecordsFilter, DagsterInstance, RunsFilter
 
 from notarius_dagster.engine.bundle import remove_bundle
 from notarius_dagster.engine.transcripts import remove_transcript
+from notarius_dagster.report.publish import remove_report
 from notarius_dagster.store import StorePaths
 
 SESSIONS_PARTITIONS = "sessions"
@@ -105,6 +106,8 @@ def delete_session(instance: DagsterInstance, session_id: str, store: StorePaths
     done = deletion.done
     if remove_bundle(store.bundles, session_id):
         done.append("published bundle and its versions")
+    if remove_report(store.bundles, session_id):
+        done.append("session report")
     had_transcript = any(store.transcripts.glob(f"{session_id}.*"))
     remove_transcript(store.transcripts, session_id)
     if had_transcript:

@@ -108,6 +108,7 @@ def test_delete_removes_one_session_and_leaves_the_others(
     materialize(data, "one")
     materialize(data, "two")
     assert (data / "assets" / "one").is_dir() and (data / "bundles" / "one").is_symlink()
+    assert (data / "bundles" / ".reports" / "one.html").is_file()
 
     assert main(["sessions", "delete", "one", "--yes"]) == 0
     assert "deleted session one" in capsys.readouterr().out
@@ -124,6 +125,8 @@ def test_delete_removes_one_session_and_leaves_the_others(
         assert [r.partition for r in history] == ["two"]
     assert not (data / "bundles" / "one").exists()
     assert not (data / "bundles" / ".versions" / "one").exists()
+    assert not (data / "bundles" / ".reports" / "one.html").exists()  # it may hold unit text
+    assert (data / "bundles" / ".reports" / "two.html").is_file()
     assert not list((data / "transcripts").glob("one.*"))
     assert not (data / "assets" / "one").exists()
     assert (data / "bundles" / "two" / "index.json").is_file()
@@ -141,7 +144,8 @@ def test_the_sessions_module_lists_and_deletes_what_the_command_prints(
             "solo", "SUCCESS", True)
         assert runs_in_progress(instance, "solo") == []
         deletion = delete_session(instance, "solo", store)
-        assert deletion.done == ["published bundle and its versions", "stored transcript",
+        assert deletion.done == ["published bundle and its versions", "session report",
+                                 "stored transcript",
                                  "per-asset values",
                                  "1 run(s) with their materializations, check results and logs",
                                  "partition 'solo' of 'sessions'"]

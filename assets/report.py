@@ -1,0 +1,81 @@
+"""The `session_report` asset: the session's HTML report, rendered from the bundle that
+`session_bundle` just published (notarius_dagster/report/ does the work; docs/report.md).
+
+It is written beside the bundles, at `<bundles root>/.reports/<session>.html`, never inside the
+published bundle folder (whose files are exactly what its index lists). Its metadata carries the
+report's path and, when `NOTARIUS_REPORT_BASE_URL` says where the reports folder is served, its
+URL: a contract of this asset (the page itself is the one place, besides the evidence context,
+that holds transcript text; the metadata holds counts, the path and the URL only)."""
+
+# No `from __future__ import annotations` here: Dagster reads the asset function's annotations
+# as real types.
+import os
+from typing import Any
+
+from dagster import (
+    AssetExecutionContext,
+    AssetKey,
+    AssetsDefinition,
+    Failure,
+    MaterializeResult,
+    MetadataValue,
+    asset,
+)
+
+from assets.factory import GROUP
+from assets.partitions import sessions_partitions
+from notarius_dagster.report import (
+    RENDERER_VERSION,
+    ReportError,
+    load_bundle,
+    report_url,
+    write_report,
+)
+from notarius_dagster.report.render import render_page
+from resources.bundle_store import BundleStore
+
+REPORT_ASSET = "session_report"
+BUNDLE_ASSET = AssetKey("session_bundle")
+BASE_URL_ENV = "NOTARIUS_REPORT_BASE_URL"
+
+
+def build_report_asset(*, base_url: str | None = None) -> AssetsDefinition:
+    """The report asset. `base_url` is where the reports folder is served (a report's URL is
+    `<base_url>/<session>.html`); None reads NOTARIUS_REPORT_BASE_URL when the asset runs, and
+    no URL is recorded when that is unset too."""
+
+    @asset(
+        name=REPORT_ASSET,
+        group_name=GROUP,
+        partitions_def=sessions_partitions,
+        deps=[BUNDLE_ASSET],
+        code_version=RENDERER_VERSION,
+        kinds={"html"},
+        description="A static HTML page of the published bundle: scenes, NPC cards, combat "
+        "rounds, spells, items, NPC interactions, each linked to the transcript lines it "
+        "cites; rejections and warnings. No LLM call; written beside the bundles "
+        "(.reports/<session>.html).",
+    )
+    def session_report(context: AssetExecutionContext, store: BundleStore) -> MaterializeResult:
+        session_id = context.partition_key
+        try:
+            inputs = load_bundle(store.bundles / session_id)
+            rendered = render_page(inputs)
+            path = write_report(store.bundles, session_id, rendered.html)
+        except ReportError as exc:
+            raise Failure(description=f"{REPORT_ASSET}: {exc}") from None
+        metadata: dict[str, Any] = {
+            "path": MetadataValue.path(str(path)),
+            "bundle_run_id": inputs.run_id,
+            "bytes": len(rendered.html.encode("utf-8")),
+            "records": rendered.records,
+            "units_listed": rendered.units_listed,
+            "units_with_text": rendered.units_with_text,
+            "evidence_context": inputs.evidence is not None,
+        }
+        served_at = base_url if base_url is not None else os.environ.get(BASE_URL_ENV)
+        if served_at:
+            metadata["url"] = MetadataValue.url(report_url(served_at, session_id))
+        return MaterializeResult(metadata=metadata)
+
+    return session_report

@@ -1,0 +1,84 @@
+"""`notarius report SESSION [--open]`: print where the session's HTML report is (and open it
+in the default browser), or say how to build it when there is none yet.
+
+The report is the `session_report` asset's output, at `<bundles root>/.reports/<session>.html`
+(docs/report.md); this command only finds it, it never renders one, so what it shows is always
+what the asset wrote."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import webbrowser
+from pathlib import Path
+from typing import Any
+
+from notarius_dagster.cli_common import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+
+
+def _bundles_root(args: argparse.Namespace) -> Path:
+    """--bundles, else the root the code location publishes to (NOTARIUS_BUNDLES, else
+    <--data or NOTARIUS_DATA>/bundles): the store layout's one rule (`store_paths`)."""
+    from notarius_dagster.store import store_paths
+
+    return store_paths(data=args.data, bundles=args.bundles).bundles
+
+
+def _bundle_run_id(bundles: Path, session_id: str) -> str | None:
+    try:
+        index = json.loads((bundles / session_id / "index.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    run_id = index.get("run_id") if isinstance(index, dict) else None
+    return run_id if isinstance(run_id, str) else None
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from notarius_dagster.engine.errors import SessionIdError
+    from notarius_dagster.report import report_path, report_run_id
+
+    bundles = _bundles_root(args)
+    try:
+        path = report_path(bundles, args.session_id)
+    except SessionIdError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    session_id = args.session_id
+    if not path.is_file():
+        print(
+            f"error: session {session_id!r} has no report yet. Build it by materializing "
+            f"`session_report` for partition {session_id!r} in the Dagster UI (it runs with "
+            "the whole session), or with `notarius run TRANSCRIPT --config PROFILE --out "
+            "BUNDLES --session-id " + session_id + "`",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    published = _bundle_run_id(bundles, session_id)
+    rendered = report_run_id(path)
+    if published is not None and rendered != published:
+        print(
+            f"warning: the report shows run {str(rendered)[:8]} but the published bundle is "
+            f"from run {published[:8]}: materialize `session_report` for {session_id!r} to "
+            "refresh it",
+            file=sys.stderr,
+        )
+    print(path)
+    if args.open and not webbrowser.open(path.resolve().as_uri()):
+        print("warning: no browser could be opened here; open the path above", file=sys.stderr)
+    return EXIT_OK
+
+
+def add_report_parser(sub: Any) -> None:
+    parser = sub.add_parser(
+        "report",
+        help="print the path of a session's HTML report (--open: open it)",
+        description="Print where the session's HTML report is (the `session_report` asset "
+        "writes it beside the bundles, at BUNDLES/.reports/SESSION.html). Exits 1 with how to "
+        "build it when there is none yet.",
+    )
+    parser.add_argument("session_id", metavar="SESSION", help="the session id")
+    parser.add_argument("--open", action="store_true", help="open it in the default browser")
+    parser.add_argument("--data", help="store root (default NOTARIUS_DATA or ./var/data)")
+    parser.add_argument("--bundles", help="bundle root (default NOTARIUS_BUNDLES or DATA/bundles)")
+    parser.set_defaults(func=cmd_report)

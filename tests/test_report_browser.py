@@ -1,0 +1,169 @@
+"""The session report in a real browser (Debian's Chromium through Playwright, as
+tests/test_e2e_browser.py drives it): the page of a real bundle renders from `file://`, a
+record's citation link scrolls its transcript line into view and highlights it, nothing is
+fetched, nothing logs an error, and hostile transcript text stays text.
+
+Screenshots are kept as test artifacts in $NOTARIUS_TEST_ARTIFACTS (default
+var/test-artifacts/); docs/img/session-report.png is a copy of `session-report-top.png`."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from notarius_dagster.report import load_bundle, render_report, write_report
+from notarius_dagster.report.render import TARGET_BACKGROUND
+from tests.test_e2e_browser import CHROMIUM, CHROMIUM_ARGS
+from tests.test_report import (
+    HOSTILE_NAME,
+    HOSTILE_UNIT,
+    SampleBundle,
+    build_sample_bundle,
+    hostile_bundle,
+)
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
+
+REPO = Path(__file__).resolve().parent.parent
+SECTIONS = ("scenes", "npcs", "combat", "spells", "items", "interactions", "issues", "transcript")
+
+
+def artifacts() -> Path:
+    folder = Path(os.environ.get("NOTARIUS_TEST_ARTIFACTS") or REPO / "var" / "test-artifacts")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    if not CHROMIUM.exists():
+        reason = (
+            f"{CHROMIUM} is missing: install Debian's chromium (apt-get install "
+            "chromium); Playwright's own browser download is not used"
+        )
+        if os.environ.get("CI"):  # .ci/run installs it: missing there is a failure
+            pytest.fail(reason)
+        pytest.skip(reason)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+class Watched:
+    """A page with everything it requested, logged as an error, or tried to pop up."""
+
+    def __init__(self, browser: Browser) -> None:
+        self.context = browser.new_context(viewport={"width": 1280, "height": 900})
+        self.requests: list[str] = []
+        self.errors: list[str] = []
+        self.dialogs: list[str] = []
+        self.context.on("request", lambda request: self.requests.append(request.url))
+        self.page: Page = self.context.new_page()
+        self.page.on("console", self._console)
+        self.page.on("pageerror", lambda exc: self.errors.append(f"page error: {exc}"))
+        self.page.on("dialog", self._dialog)
+
+    def _console(self, message: Any) -> None:
+        if message.type in ("error", "warning"):
+            self.errors.append(f"console {message.type}: {message.text}")
+
+    def _dialog(self, dialog: Any) -> None:
+        self.dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    def only_fetched(self, uri: str) -> list[str]:
+        """Requests other than the report itself (fragments are not requests)."""
+        return [url for url in self.requests if url.split("#")[0] != uri]
+
+
+@pytest.fixture
+def watched(browser: Browser) -> Iterator[Watched]:
+    watched = Watched(browser)
+    try:
+        yield watched
+    finally:
+        watched.context.close()
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory: pytest.TempPathFactory) -> SampleBundle:
+    return build_sample_bundle(tmp_path_factory.mktemp("report-browser"))
+
+
+def _background(page: Page, selector: str) -> str:
+    return str(page.eval_on_selector(selector, "el => getComputedStyle(el).backgroundColor"))
+
+
+@pytest.mark.slow
+def test_a_citation_link_scrolls_to_its_transcript_line_and_highlights_it(
+    sample: SampleBundle, watched: Watched
+) -> None:
+    from playwright.sync_api import expect
+
+    page, uri = watched.page, sample.report.resolve().as_uri()
+    page.goto(uri)
+    expect(page).to_have_title("Session sample \u2014 Notarius report")
+    expect(page.get_by_role("heading", name="Session sample", level=1)).to_be_visible()
+    for section in SECTIONS:
+        expect(page.locator(f"section#{section} > h2")).to_be_visible()
+    expect(page.locator("article.npc")).to_have_count(3)
+    expect(page.locator("#combat tr.record")).to_have_count(13)
+    expect(page.locator("#transcript li.unit")).to_have_count(200)
+    page.screenshot(path=str(artifacts() / "session-report-top.png"))
+
+    card = page.locator("article.npc", has=page.get_by_role("heading", name="Gustav"))
+    citation = card.locator("a.cite").first
+    href = citation.get_attribute("href")
+    assert href is not None and re.fullmatch(r"#u-\d+", href)
+    line = page.locator(href)
+    expect(line).not_to_be_in_viewport()
+    before = _background(page, href)
+    citation.click()
+
+    expect(page).to_have_url(re.compile(re.escape(href) + "$"))
+    expect(line).to_be_in_viewport()
+    assert line.evaluate("el => el.matches(':target')")
+    assert _background(page, href) == TARGET_BACKGROUND != before
+    expect(line).to_have_class(re.compile(r"\bcited\b"))
+    expect(line.locator(".mark")).to_have_text("cited")
+    page.screenshot(path=str(artifacts() / "session-report-citation.png"))
+
+    # ... and the line links back to the card, which is highlighted in turn.
+    card_id = card.get_attribute("id")
+    line.locator(".cited-by").get_by_role("link", name="Gustav").click()
+    expect(card).to_be_in_viewport()
+    assert _background(page, f"#{card_id}") == TARGET_BACKGROUND
+
+    assert watched.errors == [] and watched.dialogs == []
+    assert watched.only_fetched(uri) == []
+    for shot in ("session-report-top.png", "session-report-citation.png"):
+        assert (artifacts() / shot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.slow
+def test_hostile_transcript_text_stays_text_in_the_browser(
+    tmp_path: Path, watched: Watched
+) -> None:
+    from playwright.sync_api import expect
+
+    bundle = hostile_bundle(tmp_path / "bundle")
+    path = write_report(tmp_path / "bundles", "s1", render_report(load_bundle(bundle)))
+    page, uri = watched.page, path.resolve().as_uri()
+    page.goto(uri)
+    expect(page.locator("#u-1 .text")).to_have_text(HOSTILE_UNIT)
+    expect(page.locator("article.npc h3")).to_have_text(HOSTILE_NAME)
+    assert page.locator("script, img, iframe, object, embed, link, base, form").count() == 0
+    expect(page.locator("body")).to_be_visible()  # the injected </style> did not hide it
+    assert watched.dialogs == [] and watched.errors == []
+    assert watched.only_fetched(uri) == []
