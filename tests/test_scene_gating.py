@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from notarius_dagster.dnd.combat_turns.modules import SceneGatedCombatExtractor, build_extractor
+from notarius_dagster.dnd.combat_turns.extract import SceneGatedCombatExtractor
+from notarius_dagster.engine.catalog import CATALOG
 from notarius_dagster.engine.checkpoints import FileCheckpointStore
 from notarius_dagster.engine.chunking import make_chunk
 from notarius_dagster.engine.errors import LaneError, ProfileError, ReferenceError_
@@ -293,8 +294,11 @@ def test_manifest_metadata_reports_only_the_number_of_approved_scene_records(
 
 
 def test_fingerprint_material_is_stable_and_holds_no_scene_artifact() -> None:
-    first = build_extractor({}).fingerprint_material()
-    assert first == build_extractor({}).fingerprint_material()
+    def build() -> Any:
+        return CATALOG.build("extract", "dnd.combat_turns.extract", {})
+
+    first = build().fingerprint_material()
+    assert first == build().fingerprint_material()
     assert set(first) == {"prompt", "answer_schema", "gate"}
 
 

@@ -7,7 +7,7 @@ hashed into checkpoint fingerprints, so a change here is a change of both (docs/
 from __future__ import annotations
 
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union, get_args, get_origin
 
@@ -20,8 +20,12 @@ MAX_CITED_UNITS = 50
 
 # Model configuration an answer keeps from its record: how fields are named, never how strict
 # the record is (`extra="forbid"` would add `additionalProperties: false` to the answer).
-_ANSWER_CONFIG_KEYS = ("populate_by_name", "serialize_by_alias", "validate_by_name",
-                       "validate_by_alias")
+_ANSWER_CONFIG_KEYS = (
+    "populate_by_name",
+    "serialize_by_alias",
+    "validate_by_name",
+    "validate_by_alias",
+)
 
 
 @dataclass(frozen=True)
@@ -46,7 +50,7 @@ class AnswerSpec:
     max_items: int = 40
     omit: tuple[str, ...] = ()
     defaults: Mapping[str, Any] = field(default_factory=dict)
-    fields: Mapping[str, tuple[Any, FieldInfo]] = field(default_factory=dict)
+    fields: Mapping[str, tuple[Any, Any]] = field(default_factory=dict)
     per_chunk: bool = False
 
     def model_item_name(self) -> str:
@@ -70,7 +74,7 @@ def list_model(
     """The list envelope `{kind, schema_version, source_id, <items>: [record, ...]}`: strict and
     frozen like every published document. A field in `unique_fields` must not repeat within one
     artifact, so a bound reference that repeats one is malformed (an error, never "unbound")."""
-    validators: dict[str, Callable[..., Any]] = {}
+    validators: dict[str, Any] = {}
     if unique_fields:
 
         def _unique(self: BaseModel) -> BaseModel:
@@ -94,7 +98,11 @@ def list_model(
 
 
 def answer_model(
-    spec: AnswerSpec, *, record_model: type[BaseModel], items_field: str, runner_fields: tuple[str, ...]
+    spec: AnswerSpec,
+    *,
+    record_model: type[BaseModel],
+    items_field: str,
+    runner_fields: tuple[str, ...],
 ) -> type[BaseModel]:
     """The answer model of `spec` (see `AnswerSpec`); `runner_fields` are the record id and
     citation fields, never asked of the model."""
@@ -104,8 +112,13 @@ def answer_model(
         for name, info in record_model.model_fields.items()
         if name not in dropped
     }
-    config = ConfigDict(**{k: v for k, v in record_model.model_config.items()  # type: ignore[typeddict-item]
-                           if k in _ANSWER_CONFIG_KEYS})
+    config = ConfigDict(
+        **{
+            k: v
+            for k, v in record_model.model_config.items()  # type: ignore[typeddict-item]
+            if k in _ANSWER_CONFIG_KEYS
+        }
+    )
     module = record_model.__module__
     if spec.per_chunk:
         return create_model(  # type: ignore[call-overload, no-any-return]

@@ -36,7 +36,7 @@ LANE_STAGES: tuple[LaneStage, ...] = ("extract", "merge", "normalize")
 ModuleFactory = Callable[["LaneSpec", dict[str, Any]], Any]
 """Builds one module of a lane from the stage's options (an unknown option is a ValueError)."""
 RuleCheck = Callable[["LaneSpec", ValidationContext, ModuleOutput], list[str]]
-"""A lane rule: the problems it finds (empty: approved), naming fields and indexes, never content."""
+"""A lane rule: the problems it finds (empty: approved), naming fields and indexes only."""
 
 _LANE_ID = re.compile(r"^[a-z][a-z0-9-]{0,47}$")
 _KIND = re.compile(r"^[a-z][a-z0-9]*/[a-z][a-z0-9-]*$")
@@ -210,7 +210,9 @@ class LaneSpec:
 
     def rule_names(self, stage: LaneStage) -> tuple[str, ...]:
         return tuple(
-            f"{self.module_prefix}.{rule.name}" for rule in self.modules.rules if rule.stage == stage
+            f"{self.module_prefix}.{rule.name}"
+            for rule in self.modules.rules
+            if rule.stage == stage
         )
 
     def module_specs(self) -> tuple[ModuleSpec, ...]:
@@ -277,19 +279,14 @@ def _module_factory(kind: str, stage: str) -> Callable[[dict[str, Any]], Any]:
     return build
 
 
-def _bound_rule(kind: str, rule: LaneRule) -> Callable[[ValidationContext, ModuleOutput], list[str]]:
+def _bound_rule(
+    kind: str, rule: LaneRule
+) -> Callable[[ValidationContext, ModuleOutput], list[str]]:
     def check(ctx: ValidationContext, output: ModuleOutput) -> list[str]:
         return rule.check(_LANES[kind], ctx, output)
 
     check.__doc__ = rule.check.__doc__
     return check
-
-
-def get_lane(kind: str) -> LaneSpec:
-    try:
-        return _LANES[kind]
-    except KeyError:
-        raise KeyError(f"no lane produces artifact kind {kind!r}") from None
 
 
 def registered_lanes() -> dict[str, LaneSpec]:

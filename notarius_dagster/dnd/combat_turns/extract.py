@@ -23,8 +23,11 @@ def _text(value: Any) -> str | None:
 def outcome_record(outcome: dict[str, Any]) -> dict[str, Any]:
     """The answer's outcome as the record keeps it: damage as text (`12` -> `"12"`), blank
     damage or effect as null."""
-    return {"hit": outcome["hit"], "damage": _text(outcome["damage"]),
-            "effect": _text(outcome["effect"])}
+    return {
+        "hit": outcome["hit"],
+        "damage": _text(outcome["damage"]),
+        "effect": _text(outcome["effect"]),
+    }
 
 
 class SceneGatedCombatExtractor:
@@ -55,8 +58,11 @@ class SceneGatedCombatExtractor:
         decision = decide(scenes, request.chunk)
         if decision.verdict == "combat":
             return self.inner.extract(request)
-        warnings = ((decision.warning(request.chunk, request.context.lane_id),)
-                    if decision.verdict == "uncovered" else ())
+        warnings = (
+            (decision.warning(request.chunk, request.context.lane_id),)
+            if decision.verdict == "uncovered"
+            else ()
+        )
         empty = self.inner.lane.envelope(request.chunk.source_id, [])
         return ModuleOutput(payload=empty, warnings=warnings, skipped=True)
 
