@@ -107,7 +107,7 @@ def test_without_an_npcs_reference_ids_stay_null_silently(doc: SourceDocument) -
 
 @dataclass(frozen=True)
 class ContextWithReferences(ValidationContext):
-    """The validation context as reference/pipeline.md describes it (with references)."""
+    """A validation context with references, as the lane runner builds it."""
 
     references: Mapping[str, PreparedReference] = field(default_factory=dict)
 

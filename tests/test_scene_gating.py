@@ -1,7 +1,7 @@
-"""Scene-aware combat extraction (reference/scene-aware-combat-extraction.md, "Quality
-Expectations"): only a chunk whose exact scene record says combat reaches the combat model;
-every other chunk is an accepted empty result made without a call, with a bounded warning when
-the classification is unavailable; the scene artifact is control context only."""
+"""Scene-aware combat extraction (docs/lanes.md, `combat-turns`, "Scene gating"): only a chunk
+whose exact scene record says combat reaches the combat model; every other chunk is an
+accepted empty result made without a call, with a bounded warning when the classification is
+unavailable; the scene artifact is control context only."""
 
 from __future__ import annotations
 

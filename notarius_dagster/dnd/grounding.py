@@ -168,10 +168,8 @@ def _ids_without_reference(output: ModuleOutput, items_field: str,
 
 
 def references_of(ctx: ValidationContext) -> Mapping[str, PreparedReference] | None:
-    """The stage's prepared references, or None when the validation context does not carry
-    them. reference/pipeline.md gives validators the references; the engine's
-    `ValidationContext` does not have the field yet (an engine change is proposed), so the
-    rule reads it when present and stands aside otherwise."""
+    """The stage's prepared references, as the lane runner puts them in the validation
+    context (None from a context object without them: the rule then has nothing to check)."""
     refs = getattr(ctx, "references", None)
     return refs if isinstance(refs, Mapping) else None
 
