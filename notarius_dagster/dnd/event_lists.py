@@ -19,7 +19,7 @@ from notarius_dagster.dnd.llm_extract import (
 from notarius_dagster.dnd.records import first_position, ids_rule, sort_refs
 from notarius_dagster.engine.contracts import MergeRequest, ModuleOutput, NormalizeRequest
 from notarius_dagster.engine.digest import digest_of
-from notarius_dagster.engine.lanes import LaneModule, LaneModules
+from notarius_dagster.engine.lanes import LaneModules, NoOptionsModule
 from notarius_dagster.engine.models import SourceDocument, SourceRef
 
 
@@ -54,7 +54,7 @@ def _overlap(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> bool:
     return any(s1 <= e2 and s2 <= e1 for s1, e1 in a for s2, e2 in b)
 
 
-class EventMerger(LaneModule):
+class EventMerger(NoOptionsModule):
     """Appends records in chunk order. A record equal to an earlier one in every field but
     its citations, whose citations overlap the earlier one's by document position, is the
     same event extracted from two overlapping chunks: its citations are unioned into the
@@ -83,7 +83,7 @@ class EventMerger(LaneModule):
         return ModuleOutput(payload=self.lane.envelope(doc.source_id, merged))
 
 
-class EventNormalizer(LaneModule):
+class EventNormalizer(NoOptionsModule):
     """Orders records by their first citation's document position (ties keep merge order)
     and assigns `<prefix>-0001`, ... in that order: the same merged input always gets the
     same ids."""

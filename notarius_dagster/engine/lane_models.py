@@ -85,15 +85,18 @@ def list_model(
             return self
 
         validators["_unique_fields"] = model_validator(mode="after")(_unique)
-    return create_model(  # type: ignore[call-overload, no-any-return]
+    fields: dict[str, Any] = {
+        "kind": (Literal[kind], kind),
+        "schema_version": (Literal[schema_version], schema_version),
+        "source_id": (str, ...),
+        items_field: (list[record_model], ...),  # type: ignore[valid-type]
+    }
+    return create_model(
         name,
         __config__=ConfigDict(extra="forbid", frozen=True),
         __module__=record_model.__module__,
         __validators__=validators or None,
-        kind=(Literal[kind], kind),  # type: ignore[valid-type]
-        schema_version=(Literal[schema_version], schema_version),  # type: ignore[valid-type]
-        source_id=(str, ...),
-        **{items_field: (list[record_model], ...)},  # type: ignore[valid-type]
+        **fields,
     )
 
 
@@ -121,18 +124,15 @@ def answer_model(
     )
     module = record_model.__module__
     if spec.per_chunk:
-        return create_model(  # type: ignore[call-overload, no-any-return]
+        return create_model(
             spec.name, __config__=config, __doc__=spec.doc, __module__=module, **fields
         )
     fields[CITATION_FIELD] = (list[int], Field(min_length=1, max_length=MAX_CITED_UNITS))
-    item = create_model(  # type: ignore[call-overload]
+    item = create_model(
         spec.model_item_name(), __config__=config, __doc__=spec.doc, __module__=module, **fields
     )
-    return create_model(  # type: ignore[call-overload, no-any-return]
-        spec.name,
-        __module__=module,
-        **{items_field: (list[item], Field(max_length=spec.max_items))},  # type: ignore[valid-type]
-    )
+    answer: dict[str, Any] = {items_field: (list[item], Field(max_length=spec.max_items))}  # type: ignore[valid-type]
+    return create_model(spec.name, __module__=module, **answer)
 
 
 class _Unset:

@@ -233,7 +233,7 @@ class LaneSpec:
         )
 
 
-class LaneModule:
+class NoOptionsModule:
     """Base of a lane module that takes no options: it keeps its lane and refuses any option
     (resolution builds every module once and reports the refusal with its key path)."""
 
@@ -269,7 +269,8 @@ def register_lane(lane: LaneSpec) -> LaneSpec:
 
 
 def _module_factory(kind: str, stage: str) -> Callable[[dict[str, Any]], Any]:
-    """Builds the module from the lane as registered when the module is built."""
+    """Builds the module from the lane as registered at build time, not at registration, so
+    a test can point a registered lane at an edited prompt (tests/lane_doubles.py, use_prompt)."""
 
     def build(options: dict[str, Any]) -> Any:
         lane = _LANES[kind]

@@ -12,7 +12,7 @@ from notarius_dagster.engine.contracts import (
     ModuleOutput,
     NormalizeRequest,
 )
-from notarius_dagster.engine.lanes import LaneModule, LaneSpec
+from notarius_dagster.engine.lanes import LaneSpec, NoOptionsModule
 from notarius_dagster.engine.models import RunWarning
 
 
@@ -32,7 +32,7 @@ def _position(record: dict[str, Any], positions: Mapping[int, int]) -> tuple[int
     return (positions.get(record["start_unit_id"], -1), positions.get(record["end_unit_id"], -1))
 
 
-class SceneMerger(LaneModule):
+class SceneMerger(NoOptionsModule):
     """Concatenates the one record of each accepted chunk, in chunk order. Scenes are never
     deduplicated: two chunks are two scenes, and a repeated scene id is for the validator to
     reject, not for the merge to hide."""
@@ -45,7 +45,7 @@ class SceneMerger(LaneModule):
         return ModuleOutput(payload=self.lane.envelope(request.document.source_id, records))
 
 
-class SceneNormalizer(LaneModule):
+class SceneNormalizer(NoOptionsModule):
     """Orders scenes by source position (start, then end; ties keep chunk order). The ids
     stay the chunk ids: combat gating matches scenes to chunks by exactly that id."""
 
