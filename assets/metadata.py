@@ -1,9 +1,10 @@
 """Asset metadata for lanes: counts and a short preview table (names, ids and kinds, never
 transcript text), built with pandas and rendered as Markdown.
 
-The preview is an allowlist: only the fields below, only scalar values, strings cut to
-`PREVIEW_CELL_CHARS`. Prose fields (description, summary, action, outcome, effect, title) are
-never shown, and a name the model filled with a long quotation is cut short."""
+The preview is an allowlist: only the record fields the lane declares as `preview_fields` (its
+`LaneSpec`, carried by the artifact kind), only scalar values, strings cut to
+`PREVIEW_CELL_CHARS`. Prose fields are never declared, so never shown, and a name the model
+filled with a long quotation is cut short. A kind that declares no preview fields shows none."""
 
 from __future__ import annotations
 
@@ -12,13 +13,11 @@ from typing import Any
 import pandas as pd
 from dagster import MetadataValue
 
+from notarius_dagster.engine.artifact_kinds import get_kind
 from notarius_dagster.engine.lane_runner import LaneResult
 
 PREVIEW_ROWS = 8
 PREVIEW_CELL_CHARS = 40
-# Fields that are names, ids, kinds or numbers: safe to preview. Prose fields are not.
-PREVIEW_FIELDS = ("id", "name", "kind", "scene_id", "npc", "npc_id", "actor", "caster", "spell",
-                  "level", "item", "event", "round")
 
 
 def _cell(value: object) -> object:
@@ -31,10 +30,12 @@ def _cell(value: object) -> object:
 
 
 def preview_table(result: LaneResult, items_field: str | None) -> str:
+    """The first records as a Markdown table of the kind's preview fields."""
     if not result.payload or not items_field:
         return "_no records_"
+    fields = get_kind(result.kind).preview_fields
     records = result.payload.get(items_field, [])[:PREVIEW_ROWS]
-    rows = [{k: _cell(r[k]) for k in PREVIEW_FIELDS
+    rows = [{k: _cell(r[k]) for k in fields
              if k in r and isinstance(r[k], str | int | float | bool)}
             for r in records if isinstance(r, dict)]
     if not rows:
@@ -43,8 +44,6 @@ def preview_table(result: LaneResult, items_field: str | None) -> str:
 
 
 def lane_metadata(result: LaneResult) -> dict[str, Any]:
-    from notarius_dagster.engine.artifact_kinds import get_kind
-
     stats = result.stats
     items_field = get_kind(result.kind).items_field
     return {

@@ -1,5 +1,5 @@
-"""Loads every module and artifact kind into the catalog: the engine's generic modules and
-the D&D lanes. Call `load_modules()` before resolving a profile."""
+"""Loads every module and artifact kind into the catalog: the engine's generic modules, the
+`scenes` chunker and the D&D lanes. Call `load_modules()` before resolving a profile."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from functools import cache
 
 @cache
 def load_modules() -> list[str]:
+    """Register everything once; the ids of the registered lanes."""
+    import notarius_dagster.dnd.scenes_chunker  # noqa: F401  (registers chunk module `scenes`)
     import notarius_dagster.engine.chunking  # noqa: F401  (registers `generic`)
     import notarius_dagster.engine.stages  # noqa: F401  (registers appendorder, noop, json)
     from notarius_dagster.dnd import load_lanes

@@ -1,6 +1,11 @@
-"""Generates the checked-in JSON Schemas (`schemas/<schema_id>.json`) from the pydantic models,
-the single source of truth. `python -m notarius_dagster.schemas --write` regenerates them;
-`--check` (and the test suite) fails when a checked-in file is stale."""
+"""Generates the checked-in documents that are derived from code: the JSON Schemas
+(`schemas/<schema_id>.json`) from the pydantic models, the single source of truth, and the lane
+table of `docs/lanes.md` from the lane registry. `python -m notarius_dagster.schemas --write`
+regenerates both; without `--write` it exits 1 naming every stale file, and the test suite fails
+when a checked-in file is stale.
+
+Kinds and lanes whose schema id starts with `test.` are registered by tests and never
+published."""
 
 from __future__ import annotations
 
@@ -11,10 +16,17 @@ from pathlib import Path
 from typing import Any
 
 from notarius_dagster.engine.artifact_kinds import registered_kinds
+from notarius_dagster.engine.lanes import LANE_STAGES, LaneSpec, registered_lanes
 from notarius_dagster.modules import load_modules
 from notarius_dagster.settings import REPO_ROOT
 
 SCHEMA_DIR = REPO_ROOT / "schemas"
+LANES_DOC = REPO_ROOT / "docs" / "lanes.md"
+TABLE_BEGIN = (
+    "<!-- lane table: generated from the lane registry by "
+    "`python -m notarius_dagster.schemas --write`; do not edit -->"
+)
+TABLE_END = "<!-- end of the lane table -->"
 
 
 def extra_schemas() -> dict[str, dict[str, Any]]:
@@ -24,11 +36,15 @@ def extra_schemas() -> dict[str, dict[str, Any]]:
     return bundle_document_schemas()
 
 
+def _published(schema_id: str) -> bool:
+    return not schema_id.startswith("test.")
+
+
 def generated() -> dict[str, str]:
     load_modules()
     out: dict[str, str] = {}
     for kind in registered_kinds().values():
-        if kind.schema_id.startswith("test."):
+        if not _published(kind.schema_id):
             continue
         out[f"{kind.schema_id}.json"] = (
             json.dumps(kind.json_schema(), indent=2, sort_keys=True) + "\n"
@@ -39,11 +55,68 @@ def generated() -> dict[str, str]:
 
 
 def stale(directory: Path = SCHEMA_DIR) -> list[str]:
+    """The schema files (names under `schemas/`) that are missing or differ from the models."""
     return [
         name
         for name, text in generated().items()
         if not (directory / name).exists() or (directory / name).read_text() != text
     ]
+
+
+# ---- the lane table of docs/lanes.md ----
+
+
+def _code(names: tuple[str, ...] | list[str]) -> str:
+    return ", ".join(f"`{n}`" for n in names) or "—"
+
+
+def _slots(lane: LaneSpec) -> str:
+    parts = []
+    for slot in lane.slots:
+        accepts = _code(list(slot.accepted_kinds))
+        parts.append(f"`{slot.name}` ({'required' if slot.required else 'optional'}, {accepts})")
+    return "; ".join(parts) or "—"
+
+
+def _rules(lane: LaneSpec) -> str:
+    parts = [f"{stage}: {_code(lane.rule_names(stage))}" for stage in LANE_STAGES
+             if lane.rule_names(stage)]
+    return "; ".join(parts) or "—"
+
+
+def lane_table() -> str:
+    """The Markdown table of every published lane, by lane id."""
+    load_modules()
+    lanes = sorted(
+        (lane for lane in registered_lanes().values() if _published(lane.schema_id)),
+        key=lambda lane: lane.lane_id,
+    )
+    rows = [
+        "| lane id | kind | schema id | items field | slots | supported fields | "
+        "preview fields | rules |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for lane in lanes:
+        cells = [f"`{lane.lane_id}`", f"`{lane.kind}`", f"`{lane.schema_id}`",
+                 f"`{lane.items_field}`", _slots(lane), _code(lane.support_fields),
+                 _code(lane.preview_fields), _rules(lane)]
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+def lanes_doc(current: str) -> str:
+    """`current` (the text of docs/lanes.md) with its lane table regenerated."""
+    if TABLE_BEGIN not in current or TABLE_END not in current:
+        raise ValueError("docs/lanes.md lacks the lane table markers")
+    head, rest = current.split(TABLE_BEGIN, 1)
+    _, tail = rest.split(TABLE_END, 1)
+    return f"{head}{TABLE_BEGIN}\n{lane_table()}\n{TABLE_END}{tail}"
+
+
+def stale_docs(path: Path = LANES_DOC) -> list[str]:
+    """`["docs/lanes.md"]` when its lane table differs from the registry, else `[]`."""
+    text = path.read_text(encoding="utf-8")
+    return [] if lanes_doc(text) == text else ["docs/lanes.md"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,10 +127,11 @@ def main(argv: list[str] | None = None) -> int:
         SCHEMA_DIR.mkdir(exist_ok=True)
         for name, text in generated().items():
             (SCHEMA_DIR / name).write_text(text)
+        LANES_DOC.write_text(lanes_doc(LANES_DOC.read_text(encoding="utf-8")), encoding="utf-8")
         return 0
-    names = stale()
+    names = [f"schemas/{name}" for name in stale()] + stale_docs()
     for name in names:
-        print(f"stale schema: schemas/{name}", file=sys.stderr)
+        print(f"stale: {name}", file=sys.stderr)
     return 1 if names else 0
 
 

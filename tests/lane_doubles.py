@@ -9,6 +9,7 @@ client that counts calls and records every request it received."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import threading
@@ -16,6 +17,11 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from notarius_dagster.engine import lanes
+from notarius_dagster.engine.catalog import CATALOG
+from notarius_dagster.engine.contracts import ExtractRequest
 from notarius_dagster.engine.lane_runner import LaneResult, run_lane
 from notarius_dagster.engine.llm_contract import StructuredRequest, StructuredResponse
 from notarius_dagster.engine.models import Chunk, SourceDocument
@@ -213,6 +219,24 @@ def run_one_lane(lane: ResolvedLane, document: SourceDocument, chunks: Sequence[
     return run_lane(lane, document=document, chunks=chunks, references=references,
                     client=client if client is not None else RecordingClient(),
                     session_id=document.source_id, llm_fingerprint="test-double", **kwargs)
+
+
+def use_prompt(monkeypatch: pytest.MonkeyPatch, kind: str, prompt: Path) -> None:
+    """For one test, the lane of `kind` reads `prompt` instead of its prompt.md, as if the file
+    had been edited: every module built from then on (code versions, runs) sees it."""
+    lane = dataclasses.replace(lanes.registered_lanes()[kind], prompt=prompt)
+    monkeypatch.setitem(lanes._LANES, kind, lane)
+
+
+def answer_payload(module_key: str, answer: dict[str, Any], request: ExtractRequest
+                   ) -> tuple[dict[str, Any], list[Any]]:
+    """What a lane's extractor (built from the catalog, as the runner does) makes of a
+    validated answer: the payload and warnings, without an LLM call (behind a gate: the
+    extractor the gate lets through)."""
+    extractor = CATALOG.build("extract", module_key, {})
+    inner = getattr(extractor, "inner", extractor)
+    payload, warnings = inner.payload(answer, request)
+    return payload, list(warnings)
 
 
 def scene_artifact(chunks: Sequence[Chunk], kinds: Mapping[str, str] | str,

@@ -11,9 +11,8 @@ from typing import Any
 
 import pytest
 
-from notarius_dagster.dnd.combat_turns.modules import answer_to_payload
-from notarius_dagster.dnd.event_lists import EventMerger, EventNormalizer
 from notarius_dagster.engine.artifact_kinds import get_kind
+from notarius_dagster.engine.catalog import CATALOG
 from notarius_dagster.engine.chunking import make_chunk
 from notarius_dagster.engine.contracts import (
     ExtractRequest,
@@ -28,7 +27,13 @@ from notarius_dagster.engine.references import prepare_generated
 from notarius_dagster.engine.validators import ValidationContext, get_validator
 from notarius_dagster.settings import REPO_ROOT
 from tests.conftest import make_document
-from tests.lane_doubles import complete_pipeline, npc_artifact, run_one_lane, scene_artifact
+from tests.lane_doubles import (
+    answer_payload,
+    complete_pipeline,
+    npc_artifact,
+    run_one_lane,
+    scene_artifact,
+)
 
 KIND = "dnd/combat-turn-list"
 NPCS = npc_artifact("s1", [("npc-gustav", "Gustav Fletching", ["the Carnival Master"]),
@@ -56,7 +61,8 @@ def turn(actor: str, units: list[int], **kw: Any) -> dict[str, Any]:
 
 
 def convert(doc: SourceDocument, chunk: Chunk, turns: list[dict[str, Any]], npcs: bool = True):
-    return answer_to_payload({"combat_turns": turns}, request(doc, chunk, npcs))
+    return answer_payload("dnd.combat_turns.extract", {"combat_turns": turns},
+                          request(doc, chunk, npcs))
 
 
 def test_a_turn_cites_its_units_and_keeps_its_outcome(doc: SourceDocument) -> None:
@@ -101,7 +107,7 @@ def test_without_an_npcs_reference_ids_stay_null_silently(doc: SourceDocument) -
 
 @dataclass(frozen=True)
 class ContextWithReferences(ValidationContext):
-    """The validation context as reference/pipeline.md describes it (with references)."""
+    """A validation context with references, as the lane runner builds it."""
 
     references: Mapping[str, PreparedReference] = field(default_factory=dict)
 
@@ -149,7 +155,7 @@ def test_merge_folds_the_same_turn_seen_by_overlapping_chunks(doc: SourceDocumen
     first, second = make_chunk(doc, 0, doc.units[:6]), make_chunk(doc, 1, doc.units[4:])
     a, _ = convert(doc, first, [turn("Beau", [4, 5], hit=True), turn("Caleb", [2])])
     b, _ = convert(doc, second, [turn("Beau", [5, 6], hit=True), turn("Beau", [8], hit=False)])
-    merger = EventMerger(kind=KIND, items_field="combat_turns", options={})
+    merger = CATALOG.build("merge", "dnd.combat_turns.merge", {})
     merged = merger.merge(MergeRequest(doc, (ModuleOutput(payload=a), ModuleOutput(payload=b)),
                                        _ctx())).payload
     turns = merged["combat_turns"]
@@ -164,8 +170,7 @@ def test_normalize_numbers_turns_in_source_order_stably() -> None:
     chunk = make_chunk(doc, 0, doc.units)
     payload, _ = convert(doc, chunk, [turn("Late", [10]), turn("Early", [50]),
                                       turn("Middle", [30])], npcs=False)
-    normalizer = EventNormalizer(kind=KIND, items_field="combat_turns", id_prefix="turn",
-                                 options={})
+    normalizer = CATALOG.build("normalize", "dnd.combat_turns.normalize", {})
     req = NormalizeRequest(doc, ModuleOutput(payload=payload), _ctx())
     out = normalizer.normalize(req).payload
     assert [(t["id"], t["actor"]) for t in out["combat_turns"]] == [

@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 
-from notarius_dagster.dnd.item_events.model import ItemEventAnswer
-from notarius_dagster.dnd.item_events.modules import answer_to_payload
+from notarius_dagster.dnd.item_events.lane import LANE
 from notarius_dagster.engine.artifact_kinds import get_kind
 from notarius_dagster.engine.chunking import make_chunk
 from notarius_dagster.engine.contracts import ExtractRequest, RunContext
@@ -19,9 +18,16 @@ from notarius_dagster.engine.references import prepare_generated
 from notarius_dagster.engine.validators import schema_problems
 from notarius_dagster.settings import REPO_ROOT
 from tests.conftest import make_document
-from tests.lane_doubles import RecordingClient, complete_pipeline, npc_artifact, run_one_lane
+from tests.lane_doubles import (
+    RecordingClient,
+    answer_payload,
+    complete_pipeline,
+    npc_artifact,
+    run_one_lane,
+)
 
 KIND = "dnd/item-event-list"
+ItemEventAnswer = LANE.answer_model
 NPCS = npc_artifact("s1", [("npc-gustav", "Gustav", ["the ringmaster"])])
 
 
@@ -37,8 +43,8 @@ def convert(doc: SourceDocument, events: list[dict[str, Any]], npcs: bool = True
     ctx = RunContext(session_id="s1", lane_id="item-events", module_key="x", options={},
                      references=refs, client=None)
     answer = ItemEventAnswer.model_validate({"item_events": events})
-    return answer_to_payload(answer.model_dump(mode="json"),
-                             ExtractRequest(doc, make_chunk(doc, 0, doc.units), ctx))
+    return answer_payload("dnd.item_events.extract", answer.model_dump(mode="json"),
+                          ExtractRequest(doc, make_chunk(doc, 0, doc.units), ctx))
 
 
 def test_the_schema_and_the_payload_use_the_key_from() -> None:

@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 import yaml
 
-from notarius_dagster.dnd.npc_interactions.modules import answer_to_payload
 from notarius_dagster.engine.artifact_kinds import get_kind
 from notarius_dagster.engine.chunking import make_chunk
 from notarius_dagster.engine.config import parse_profile
@@ -24,6 +23,7 @@ from tests.conftest import make_document
 from tests.lane_doubles import (
     COMPLETE_PROFILE,
     RecordingClient,
+    answer_payload,
     complete_pipeline,
     npc_artifact,
     run_one_lane,
@@ -61,8 +61,8 @@ def convert(doc: SourceDocument, items: list[dict[str, Any]]):
                    if b.slot == "npcs")
     ctx = RunContext(session_id="s1", lane_id="npc-interactions", module_key="x", options={},
                      references={"npcs": prepare_generated(binding, NPCS)}, client=None)
-    return answer_to_payload({"npc_interactions": items},
-                             ExtractRequest(doc, make_chunk(doc, 0, doc.units), ctx))
+    return answer_payload("dnd.npc_interactions.extract", {"npc_interactions": items},
+                          ExtractRequest(doc, make_chunk(doc, 0, doc.units), ctx))
 
 
 def test_the_npc_is_grounded_by_name_or_alias(doc: SourceDocument) -> None:

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from notarius_dagster.dnd.scene_descriptions.modules import SceneNormalizer
 from notarius_dagster.engine.artifact_kinds import get_kind
+from notarius_dagster.engine.catalog import CATALOG
 from notarius_dagster.engine.chunking import make_chunk
 from notarius_dagster.engine.contracts import ModuleOutput, NormalizeRequest, RunContext
 from notarius_dagster.engine.models import Chunk, SourceDocument
@@ -146,7 +146,8 @@ def test_normalize_orders_scenes_by_source_position_and_keeps_chunk_ids() -> Non
     merged = ModuleOutput(payload=scene_artifact([late, early], "narrative"))
     ctx = RunContext(session_id="s1", lane_id="scene-descriptions", module_key="x",
                      options={}, references={}, client=None)
-    out = SceneNormalizer({}).normalize(NormalizeRequest(doc, merged, ctx)).payload
+    normalizer = CATALOG.build("normalize", "dnd.scene_descriptions.normalize", {})
+    out = normalizer.normalize(NormalizeRequest(doc, merged, ctx)).payload
     assert [s["scene_id"] for s in out["scene_descriptions"]] == ["chunk-0001", "chunk-0000"]
 
 

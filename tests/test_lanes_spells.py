@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from notarius_dagster.dnd.spells.modules import answer_to_payload
 from notarius_dagster.engine.artifact_kinds import get_kind
 from notarius_dagster.engine.chunking import make_chunk
 from notarius_dagster.engine.contracts import ExtractRequest, RunContext
@@ -18,7 +17,7 @@ from notarius_dagster.engine.references import prepare_generated
 from notarius_dagster.engine.validators import schema_problems
 from notarius_dagster.settings import REPO_ROOT
 from tests.conftest import make_document
-from tests.lane_doubles import complete_pipeline, npc_artifact, run_one_lane
+from tests.lane_doubles import answer_payload, complete_pipeline, npc_artifact, run_one_lane
 
 KIND = "dnd/spell-list"
 NPCS = npc_artifact("s1", [("npc-the-sea-hag", "the Sea Hag", ["hag"])])
@@ -37,8 +36,8 @@ def convert(doc: SourceDocument, spells: list[dict[str, Any]], npcs: bool = True
     refs = {"npcs": prepare_generated(binding, NPCS)} if npcs else {}
     ctx = RunContext(session_id="s1", lane_id="spells", module_key="x", options={},
                      references=refs, client=None)
-    return answer_to_payload({"spells": spells},
-                             ExtractRequest(doc, make_chunk(doc, 0, doc.units), ctx))
+    return answer_payload("dnd.spells.extract", {"spells": spells},
+                          ExtractRequest(doc, make_chunk(doc, 0, doc.units), ctx))
 
 
 def test_a_casting_cites_its_units_and_blank_outcome_is_null(doc: SourceDocument) -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from notarius_dagster.dnd.npcs.modules import NpcMerger, NpcNormalizer, answer_to_payload
 from notarius_dagster.dnd.records import refs_from_unit_ids
+from notarius_dagster.engine.catalog import CATALOG
 from notarius_dagster.engine.chunking import make_chunk
 from notarius_dagster.engine.contracts import (
     ExtractRequest,
@@ -18,15 +18,25 @@ from notarius_dagster.engine.contracts import (
 from notarius_dagster.engine.models import SourceDocument
 from notarius_dagster.schemas import stale
 from tests.conftest import make_document
+from tests.lane_doubles import answer_payload
 
 CTX = RunContext(
     session_id="s1", lane_id="npcs", module_key="x", options={}, references={}, client=None
 )
 
 
+def merger() -> Any:
+    return CATALOG.build("merge", "dnd.npcs.merge", {})
+
+
+def normalizer() -> Any:
+    return CATALOG.build("normalize", "dnd.npcs.normalize", {})
+
+
 def extract(doc: SourceDocument, chunk_units: slice, npcs: list[dict[str, Any]]) -> ModuleOutput:
     chunk = make_chunk(doc, 0, doc.units[chunk_units])
-    payload, _ = answer_to_payload({"npcs": npcs}, ExtractRequest(doc, chunk, CTX))
+    request = ExtractRequest(doc, chunk, CTX)
+    payload, _ = answer_payload("dnd.npcs.extract", {"npcs": npcs}, request)
     return ModuleOutput(payload=payload)
 
 
@@ -60,7 +70,7 @@ def test_merge_deduplicates_by_normalized_name_and_alias() -> None:
         slice(5, 10),
         [npc("gustav  fletching!", [6]), npc("The carnival master", [8], ["Gus"])],
     )
-    merged = NpcMerger({}).merge(MergeRequest(doc, (first, second), CTX)).payload
+    merged = merger().merge(MergeRequest(doc, (first, second), CTX)).payload
     assert merged is not None and len(merged["npcs"]) == 1
     only = merged["npcs"][0]
     assert only["name"] == "Gustav Fletching" and only["description"] == "runs the carnival"
@@ -70,7 +80,7 @@ def test_merge_deduplicates_by_normalized_name_and_alias() -> None:
 
 def test_normalize_assigns_stable_ids_in_source_order() -> None:
     doc = make_document()
-    merged = NpcMerger({}).merge(
+    merged = merger().merge(
         MergeRequest(
             doc,
             (
@@ -88,10 +98,10 @@ def test_normalize_assigns_stable_ids_in_source_order() -> None:
             CTX,
         )
     )
-    out = NpcNormalizer({}).normalize(NormalizeRequest(doc, merged, CTX)).payload
+    out = normalizer().normalize(NormalizeRequest(doc, merged, CTX)).payload
     assert out is not None
     assert [n["id"] for n in out["npcs"]] == ["npc-ornna", "npc-o-r-n-n-a", "npc-yasha"]
-    again = NpcNormalizer({}).normalize(NormalizeRequest(doc, merged, CTX)).payload
+    again = normalizer().normalize(NormalizeRequest(doc, merged, CTX)).payload
     assert again == out
 
 
@@ -118,7 +128,7 @@ def test_duplicate_slugs_get_a_suffix() -> None:
             ],
         }
     )
-    out = NpcNormalizer({}).normalize(NormalizeRequest(doc, merged, CTX)).payload
+    out = normalizer().normalize(NormalizeRequest(doc, merged, CTX)).payload
     assert out is not None and [n["id"] for n in out["npcs"]] == ["npc-bob", "npc-bob-2"]
 
 

@@ -14,7 +14,7 @@ import pytest
 from dagster import AssetKey, DagsterInstance
 
 from notarius_dagster.cli_backfill import stale_backfill
-from notarius_dagster.dnd.npcs import modules as npc_modules
+from notarius_dagster.dnd.npcs.lane import LANE as NPCS
 from notarius_dagster.engine.transcripts import register_transcript
 from notarius_dagster.llm.test_double import scripted_llm
 from notarius_dagster.runner import build_run_definitions, run_session
@@ -66,11 +66,11 @@ def manifest(tmp_path: Path, session: str) -> dict[str, Any]:
 def edited_npc_prompt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     prompt = tmp_path / "npcs-prompt.md"
     prompt.write_text(
-        npc_modules.PROMPT_PATH.read_text().replace(
+        NPCS.prompt.read_text().replace(
             "Never invent names or ids.", "Never invent names or ids. Prefer full names."
         )
     )
-    monkeypatch.setattr(npc_modules, "PROMPT_PATH", prompt)
+    lane_doubles.use_prompt(monkeypatch, NPCS.kind, prompt)
 
 
 def code_versions(tmp_path: Path) -> dict[str, str | None]:
@@ -86,8 +86,8 @@ def test_prompt_edit_changes_only_that_lanes_code_version(
 ) -> None:
     before = code_versions(tmp_path)
     prompt = tmp_path / "p.md"
-    prompt.write_text(npc_modules.PROMPT_PATH.read_text() + "\nBe brief.\n")
-    monkeypatch.setattr(npc_modules, "PROMPT_PATH", prompt)
+    prompt.write_text(NPCS.prompt.read_text() + "\nBe brief.\n")
+    lane_doubles.use_prompt(monkeypatch, NPCS.kind, prompt)
     after = code_versions(tmp_path)
     assert {k for k in before if before[k] != after[k]} == {"npcs"}
 
@@ -102,8 +102,8 @@ def test_stale_backfill_calls_the_model_only_for_the_edited_lane(
     assert first_npc_calls > 0 and len({lane_of(c) for c in first.calls}) > 1
 
     prompt = tmp_path / "npcs-prompt.md"
-    prompt.write_text(npc_modules.PROMPT_PATH.read_text() + "\nPrefer full names.\n")
-    monkeypatch.setattr(npc_modules, "PROMPT_PATH", prompt)
+    prompt.write_text(NPCS.prompt.read_text() + "\nPrefer full names.\n")
+    lane_doubles.use_prompt(monkeypatch, NPCS.kind, prompt)
     defs = build_run_definitions(
         profile=COMPLETE, data_root=tmp_path / "data", llm_profile="test-double"
     )

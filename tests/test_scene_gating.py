@@ -1,7 +1,7 @@
-"""Scene-aware combat extraction (reference/scene-aware-combat-extraction.md, "Quality
-Expectations"): only a chunk whose exact scene record says combat reaches the combat model;
-every other chunk is an accepted empty result made without a call, with a bounded warning when
-the classification is unavailable; the scene artifact is control context only."""
+"""Scene-aware combat extraction (docs/lanes.md, `combat-turns`, "Scene gating"): only a chunk
+whose exact scene record says combat reaches the combat model; every other chunk is an
+accepted empty result made without a call, with a bounded warning when the classification is
+unavailable; the scene artifact is control context only."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from notarius_dagster.dnd.combat_turns.modules import SceneGatedCombatExtractor, build_extractor
+from notarius_dagster.dnd.combat_turns.extract import SceneGatedCombatExtractor
+from notarius_dagster.engine.catalog import CATALOG
 from notarius_dagster.engine.checkpoints import FileCheckpointStore
 from notarius_dagster.engine.chunking import make_chunk
 from notarius_dagster.engine.errors import LaneError, ProfileError, ReferenceError_
@@ -294,8 +295,11 @@ def test_manifest_metadata_reports_only_the_number_of_approved_scene_records(
 
 
 def test_fingerprint_material_is_stable_and_holds_no_scene_artifact() -> None:
-    first = build_extractor({}).fingerprint_material()
-    assert first == build_extractor({}).fingerprint_material()
+    def build() -> Any:
+        return CATALOG.build("extract", "dnd.combat_turns.extract", {})
+
+    first = build().fingerprint_material()
+    assert first == build().fingerprint_material()
     assert set(first) == {"prompt", "answer_schema", "gate"}
 
 

@@ -1,17 +1,20 @@
-"""The D&D lanes. Each lane is one subpackage that registers its artifact kind, modules and
-validators when imported; `load_lanes()` imports them all."""
+"""The D&D lanes. Every subpackage of `dnd/` is one lane folder (`lane.py` with
+`LANE = LaneSpec(...)`, `model.py`, `prompt.md`, and code of its own only where the lane
+differs); `load_lanes()` registers them all. Shared by several lanes: `records.py`,
+`llm_extract.py`, `grounding.py`, `event_lists.py`. `scenes_chunker.py` is a chunk module, not
+a lane: `notarius_dagster.modules.load_modules()` registers it."""
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
+from collections.abc import Sequence
+from pathlib import Path
+
+from notarius_dagster.engine.lanes import load_lane_folder, load_lane_packages
 
 
-def load_lanes() -> list[str]:
-    """Import every lane subpackage (adding a lane = adding a folder here)."""
-    names = []
-    for info in pkgutil.iter_modules(__path__):
-        if info.ispkg:
-            importlib.import_module(f"{__name__}.{info.name}")
-            names.append(info.name)
-    return sorted(names)
+def load_lanes(extra_folders: Sequence[Path] = ()) -> list[str]:
+    """Register every lane folder of `dnd/` (adding a lane = adding a folder here), then each
+    of `extra_folders` (lane folders outside the package, e.g. a plug-in); the lane ids."""
+    lanes = load_lane_packages(__name__, __path__)
+    lanes += [load_lane_folder(folder) for folder in extra_folders]
+    return [lane.lane_id for lane in lanes]

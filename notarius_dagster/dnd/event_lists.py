@@ -1,18 +1,45 @@
-"""Merge and normalize shared by the event lanes (combat turns, spells, item events, NPC
-interactions): records are events in time, so the merge keeps chunk order and only folds a
-record into an earlier one when it is the same event seen twice (overlapping chunks), and the
-normalizer orders by source position and numbers the events (`turn-0001`, ...)."""
+"""What the event lanes (combat turns, spells, item events, NPC interactions) share:
+`event_modules(...)`, their extraction with NPC grounding, merge, normalize and rules. Records
+are events in time, so the merge keeps chunk order and only folds a record into an earlier one
+when it is the same event seen twice (overlapping chunks), and the normalizer orders by source
+position and numbers the events (`<id prefix>-0001`, ...)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from notarius_dagster.dnd.llm_extract import envelope
-from notarius_dagster.dnd.records import first_position, sort_refs
+from notarius_dagster.dnd.grounding import Grounded, grounded_payload, grounding_rule
+from notarius_dagster.dnd.llm_extract import (
+    Converters,
+    LLMListExtractor,
+    PromptContext,
+    llm_extractor,
+)
+from notarius_dagster.dnd.records import first_position, ids_rule, sort_refs
 from notarius_dagster.engine.contracts import MergeRequest, ModuleOutput, NormalizeRequest
 from notarius_dagster.engine.digest import digest_of
+from notarius_dagster.engine.lanes import LaneModules, NoOptionsModule
 from notarius_dagster.engine.models import SourceDocument, SourceRef
+
+
+def event_modules(
+    grounded: Grounded,
+    *,
+    convert: Converters | None = None,
+    context: PromptContext | None = None,
+    gate: Callable[[LLMListExtractor], Any] | None = None,
+) -> LaneModules:
+    """An event lane's modules: LLM extraction whose `grounded` (name field, id field) pairs
+    are filled by NPC grounding (`convert` and `context` as in `llm_extractor`, `gate` in
+    front of the model), the event merge and normalize, and the rules `<prefix>.npc_grounding`
+    (extract) and `<prefix>.ids` (normalize)."""
+    return LaneModules(
+        extract=llm_extractor(grounded_payload(grounded, convert), context=context, wrap=gate),
+        merge=EventMerger,
+        normalize=EventNormalizer,
+        rules=(grounding_rule(grounded), ids_rule()),
+    )
 
 
 def _refs(record: dict[str, Any]) -> list[SourceRef]:
@@ -27,17 +54,11 @@ def _overlap(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> bool:
     return any(s1 <= e2 and s2 <= e1 for s1, e1 in a for s2, e2 in b)
 
 
-class EventMerger:
+class EventMerger(NoOptionsModule):
     """Appends records in chunk order. A record equal to an earlier one in every field but
     its citations, whose citations overlap the earlier one's by document position, is the
     same event extracted from two overlapping chunks: its citations are unioned into the
     earlier record instead of repeating it. Everything else is kept."""
-
-    def __init__(self, *, kind: str, items_field: str, options: dict[str, Any]) -> None:
-        if options:
-            raise ValueError(f"unknown option(s): {sorted(options)}")
-        self.kind = kind
-        self.items_field = items_field
 
     def merge(self, request: MergeRequest) -> ModuleOutput:
         doc = request.document
@@ -46,7 +67,7 @@ class EventMerger:
         by_key: dict[str, list[dict[str, Any]]] = {}
         for extract in request.extracts:
             assert extract.payload is not None
-            for record in extract.payload[self.items_field]:
+            for record in extract.payload[self.lane.items_field]:
                 key = digest_of({k: v for k, v in record.items()
                                  if k not in ("source_refs", "id")})
                 spans = _spans(_refs(record), positions)
@@ -59,44 +80,27 @@ class EventMerger:
                 copy = dict(record)
                 merged.append(copy)
                 by_key.setdefault(key, []).append(copy)
-        return ModuleOutput(payload=envelope(self.kind, doc.source_id, self.items_field, merged))
+        return ModuleOutput(payload=self.lane.envelope(doc.source_id, merged))
 
 
-class EventNormalizer:
+class EventNormalizer(NoOptionsModule):
     """Orders records by their first citation's document position (ties keep merge order)
     and assigns `<prefix>-0001`, ... in that order: the same merged input always gets the
     same ids."""
 
-    def __init__(self, *, kind: str, items_field: str, id_prefix: str,
-                 options: dict[str, Any]) -> None:
-        if options:
-            raise ValueError(f"unknown option(s): {sorted(options)}")
-        self.kind = kind
-        self.items_field = items_field
-        self.id_prefix = id_prefix
-
     def normalize(self, request: NormalizeRequest) -> ModuleOutput:
         assert request.merged.payload is not None
         doc = request.document
-        records = ordered(request.merged.payload[self.items_field], doc)
+        lane = self.lane
+        records = ordered(request.merged.payload[lane.items_field], doc)
         out = []
         for number, record in enumerate(records, start=1):
             body = {k: v for k, v in record.items() if k != "id"}
             body["source_refs"] = [r.model_dump() for r in sort_refs(_refs(record), doc)]
-            out.append({"id": f"{self.id_prefix}-{number:04d}", **body})
-        return ModuleOutput(payload=envelope(self.kind, doc.source_id, self.items_field, out))
+            out.append({"id": f"{lane.id_prefix}-{number:04d}", **body})
+        return ModuleOutput(payload=lane.envelope(doc.source_id, out))
 
 
 def ordered(records: Sequence[dict[str, Any]], document: SourceDocument) -> list[dict[str, Any]]:
     """Records in source order (stable: ties keep their given order)."""
     return sorted(records, key=lambda r: first_position(_refs(r), document))
-
-
-def ids_problems(output: ModuleOutput, items_field: str) -> list[str]:
-    """After normalization every record has an id and ids are unique."""
-    records = (output.payload or {}).get(items_field, [])
-    ids = [r.get("id") for r in records]
-    problems = [f"{items_field}[{i}]: missing id" for i, v in enumerate(ids) if not v]
-    if len(set(ids)) != len(ids):
-        problems.append(f"{items_field}: ids are not unique")
-    return problems

@@ -9,13 +9,23 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from notarius_dagster.dnd.llm_extract import canonical_name
+from notarius_dagster.dnd.llm_extract import Converters, ToPayload, answer_records, canonical_name
+from notarius_dagster.engine.catalog import ReferenceSlot
 from notarius_dagster.engine.contracts import ExtractRequest, ModuleOutput, PreparedReference
+from notarius_dagster.engine.lanes import LaneRule, LaneSpec
 from notarius_dagster.engine.models import RunWarning
 from notarius_dagster.engine.validators import ValidationContext
 
 NPCS_SLOT = "npcs"
 NPC_KIND = "dnd/npc-list"
+MAX_CONTEXT_NPCS = 40
+Grounded = Sequence[tuple[str, str]]
+"""(name field, id field) pairs of a record: grounding fills the id from the name."""
+
+
+def npcs_slot(*, required: bool = False) -> ReferenceSlot:
+    """The `npcs` reference slot of a lane that grounds names (accepts `dnd/npc-list`)."""
+    return ReferenceSlot(name=NPCS_SLOT, required=required, accepted_kinds=(NPC_KIND,))
 
 
 @dataclass(frozen=True)
@@ -90,6 +100,39 @@ def ground_names(records: Sequence[dict[str, Any]], fields: Sequence[tuple[str, 
                                "they stay names without an NPC id")]
 
 
+def grounded_payload(fields: Grounded, convert: Converters | None = None) -> ToPayload:
+    """The conversion of a lane that names characters: the answer's records (`convert` as in
+    `answer_records`), then their `fields` grounded against the `npcs` reference."""
+
+    def to_payload(
+        lane: LaneSpec, answer: dict[str, Any], request: ExtractRequest
+    ) -> tuple[dict[str, Any], list[RunWarning]]:
+        records = answer_records(lane, answer, request, convert)
+        warnings = ground_names(records, fields, request)
+        return lane.envelope(request.chunk.source_id, records), warnings
+
+    return to_payload
+
+
+def known_npcs(request: ExtractRequest) -> str:
+    """Prompt context: the names of the bound `npcs` artifact (at most 40, in its order), so
+    the model can use the same names that grounding will match: names only, no descriptions."""
+    ref = request.context.references.get(NPCS_SLOT)
+    names = [npc["name"] for npc in ((ref.artifact if ref else None) or {}).get("npcs", [])]
+    shown = names[:MAX_CONTEXT_NPCS]
+    return "; ".join(shown) if shown else "(none known)"
+
+
+def grounding_rule(fields: Grounded) -> LaneRule:
+    """Extract rule `<prefix>.npc_grounding` over `fields` (see `grounding_problems`)."""
+
+    def check(lane: LaneSpec, ctx: ValidationContext, output: ModuleOutput) -> list[str]:
+        """A name that matches an NPC of the `npcs` reference carries that NPC's id."""
+        return grounding_problems(ctx, output, lane.items_field, fields)
+
+    return LaneRule(stage="extract", name="npc_grounding", check=check)
+
+
 def grounding_problems(ctx: ValidationContext, output: ModuleOutput, items_field: str,
                        fields: Sequence[tuple[str, str]]) -> list[str]:
     """Lane rule: a name that denotes an NPC of the bound `npcs` artifact carries that NPC's
@@ -125,10 +168,8 @@ def _ids_without_reference(output: ModuleOutput, items_field: str,
 
 
 def references_of(ctx: ValidationContext) -> Mapping[str, PreparedReference] | None:
-    """The stage's prepared references, or None when the validation context does not carry
-    them. reference/pipeline.md gives validators the references; the engine's
-    `ValidationContext` does not have the field yet (an engine change is proposed), so the
-    rule reads it when present and stands aside otherwise."""
+    """The stage's prepared references, as the lane runner puts them in the validation
+    context (None from a context object without them: the rule then has nothing to check)."""
     refs = getattr(ctx, "references", None)
     return refs if isinstance(refs, Mapping) else None
 

@@ -1,24 +1,34 @@
 """The LLM-backed extractor shared by D&D lanes: renders the lane's prompt file over the
-chunk, asks the structured client for the lane's answer schema, and converts the answer into
-records that cite units of the chunk. Prompt and schema hashes feed checkpoint fingerprints."""
+chunk, asks the structured client for the lane's answer schema (derived from its record model,
+`LaneSpec.answer_model`), and converts the answer into records that cite units of the chunk.
+Prompt and schema hashes feed checkpoint fingerprints."""
 
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
-
+from notarius_dagster.dnd.records import refs_from_unit_ids
 from notarius_dagster.engine.contracts import ExtractRequest, LLMUsage, ModuleOutput
 from notarius_dagster.engine.digest import digest_of
 from notarius_dagster.engine.errors import LaneError
+from notarius_dagster.engine.lane_models import CITATION_FIELD, allows_none
+from notarius_dagster.engine.lanes import LaneSpec, ModuleFactory
 from notarius_dagster.engine.llm_contract import StructuredRequest
 from notarius_dagster.engine.models import RunWarning
 
 PROMPT_SPLIT = "\n---- user ----\n"
+
+ToPayload = Callable[
+    [LaneSpec, dict[str, Any], ExtractRequest], tuple[dict[str, Any], list[RunWarning]]
+]
+"""Turns a validated answer into the lane's payload and warnings."""
+Converters = Mapping[str, Callable[[Any], Any]]
+"""Per record field, how an answer value becomes the record's (where the generic tidying
+of `answer_records` does not fit)."""
+PromptContext = Callable[[ExtractRequest], str]
 
 
 class LanePrompt:
@@ -37,7 +47,52 @@ class LanePrompt:
         return self.system.strip(), user.strip()
 
 
-ToPayload = Callable[[dict[str, Any], ExtractRequest], tuple[dict[str, Any], list[RunWarning]]]
+def tidy(value: Any, nullable: bool) -> Any:
+    """An answer value as a record keeps it: strings trimmed (an empty one is null where the
+    field allows null), lists of strings trimmed with empty entries dropped, the rest as is."""
+    if isinstance(value, str):
+        text = value.strip()
+        return None if nullable and not text else text
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return [v.strip() for v in value if v.strip()]
+    return value
+
+
+def answer_records(
+    lane: LaneSpec,
+    answer: dict[str, Any],
+    request: ExtractRequest,
+    convert: Converters | None = None,
+) -> list[dict[str, Any]]:
+    """The records of a list answer, keyed and ordered as the record model: each answer value
+    tidied (or converted by `convert`), null for a field the runner fills afterwards (an NPC id
+    found by grounding), no id (normalization assigns it) and, last, the cited unit ids as
+    `source_refs` ranges."""
+    convert = convert or {}
+    fields = [
+        (info.alias or name, allows_none(info.annotation))
+        for name, info in lane.record_model.model_fields.items()
+        if name not in (lane.id_field, lane.refs_field)
+    ]
+    records = []
+    for item in answer[lane.items_field]:
+        record: dict[str, Any] = {}
+        for key, nullable in fields:
+            if key in convert:
+                record[key] = convert[key](item[key])
+            else:
+                record[key] = tidy(item[key], nullable) if key in item else None
+        refs = refs_from_unit_ids(item[CITATION_FIELD], request.chunk)
+        record[lane.refs_field] = [r.model_dump() for r in refs]
+        records.append(record)
+    return records
+
+
+def list_payload(
+    lane: LaneSpec, answer: dict[str, Any], request: ExtractRequest
+) -> tuple[dict[str, Any], list[RunWarning]]:
+    """The plain conversion: the answer's records in the lane's envelope, no warnings."""
+    return lane.envelope(request.chunk.source_id, answer_records(lane, answer, request)), []
 
 
 class LLMListExtractor:
@@ -45,20 +100,18 @@ class LLMListExtractor:
 
     def __init__(
         self,
+        lane: LaneSpec,
         options: Mapping[str, Any],
         *,
-        lane_kind: str,
-        prompt_path: Path,
-        answer_model: type[BaseModel],
-        to_payload: ToPayload,
-        context: Callable[[ExtractRequest], str] | None = None,
+        to_payload: ToPayload = list_payload,
+        context: PromptContext | None = None,
     ) -> None:
         if options:  # these extractors take no options; a typo must not pass silently
             raise ValueError(f"unknown option(s): {sorted(options)}")
-        self.lane_kind = lane_kind
-        self.prompt = LanePrompt(prompt_path)
-        self.answer_model = answer_model
-        self.answer_schema = answer_model.model_json_schema()
+        self.lane = lane
+        self.prompt = LanePrompt(lane.prompt)
+        self.answer_model = lane.answer_model
+        self.answer_schema = self.answer_model.model_json_schema()
         self.to_payload = to_payload
         self.context = context
 
@@ -70,6 +123,12 @@ class LLMListExtractor:
             "prompt_sha256": self.prompt.sha256,
             "answer_schema_sha256": digest_of(self.answer_schema),
         }
+
+    def payload(
+        self, answer: dict[str, Any], request: ExtractRequest
+    ) -> tuple[dict[str, Any], list[RunWarning]]:
+        """The payload and warnings of a validated answer (what `extract` does after the call)."""
+        return self.to_payload(self.lane, answer, request)
 
     def extract(self, request: ExtractRequest) -> ModuleOutput:
         client = request.context.client
@@ -96,21 +155,27 @@ class LLMListExtractor:
                 schema_errors=response.errors or ("answer did not validate",),
             )
         answer = self.answer_model.model_validate(response.data).model_dump(mode="json")
-        payload, warnings = self.to_payload(answer, request)
+        payload, warnings = self.payload(answer, request)
         return ModuleOutput(payload=payload, usage=usage, warnings=tuple(warnings))
 
 
-def envelope(
-    kind: str, source_id: str, items_field: str, records: list[dict[str, Any]]
-) -> dict[str, Any]:
-    return {"kind": kind, "schema_version": "v1", "source_id": source_id, items_field: records}
+def llm_extractor(
+    to_payload: ToPayload = list_payload,
+    *,
+    context: PromptContext | None = None,
+    wrap: Callable[[LLMListExtractor], Any] | None = None,
+) -> ModuleFactory:
+    """The extract factory of an LLM lane: `to_payload` converts the answer, `context` fills
+    the prompt's `{context}`, `wrap` puts the extractor behind a gate (combat turns)."""
+
+    def build(lane: LaneSpec, options: dict[str, Any]) -> Any:
+        extractor = LLMListExtractor(lane, options, to_payload=to_payload, context=context)
+        return wrap(extractor) if wrap is not None else extractor
+
+    return build
 
 
 def canonical_name(name: str) -> str:
     """Name key for matching: case-folded, punctuation dropped, whitespace collapsed."""
     cleaned = "".join(ch if ch.isalnum() or ch.isspace() else " " for ch in name.casefold())
     return " ".join(cleaned.split())
-
-
-def schema_json(model: type[BaseModel]) -> str:
-    return json.dumps(model.model_json_schema(), indent=2, sort_keys=True) + "\n"

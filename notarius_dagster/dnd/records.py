@@ -1,4 +1,4 @@
-"""Shared pieces of D&D records: source references and list envelopes."""
+"""Shared pieces of D&D records: the record base, source references and the id rule."""
 
 from __future__ import annotations
 
@@ -6,7 +6,10 @@ from collections.abc import Iterable, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from notarius_dagster.engine.contracts import ModuleOutput
+from notarius_dagster.engine.lanes import LaneRule, LaneSpec
 from notarius_dagster.engine.models import Chunk, SourceDocument, SourceRef
+from notarius_dagster.engine.validators import ValidationContext
 
 
 class Record(BaseModel):
@@ -55,3 +58,18 @@ def first_position(refs: Sequence[SourceRef], document: SourceDocument) -> int:
     return min(
         (positions.get(r.start_unit_id, len(positions)) for r in refs), default=len(positions)
     )
+
+
+def ids_rule(not_unique: str | None = None) -> LaneRule:
+    """Normalize rule `<prefix>.ids`: every record has an id and ids are unique. `not_unique`
+    is the message for repeated ids (default `<items>: ids are not unique`)."""
+
+    def check(lane: LaneSpec, ctx: ValidationContext, output: ModuleOutput) -> list[str]:
+        records = (output.payload or {}).get(lane.items_field, [])
+        ids = [r.get(lane.id_field) for r in records]
+        problems = [f"{lane.items_field}[{i}]: missing id" for i, v in enumerate(ids) if not v]
+        if len(set(ids)) != len(ids):
+            problems.append(not_unique or f"{lane.items_field}: ids are not unique")
+        return problems
+
+    return LaneRule(stage="normalize", name="ids", check=check)

@@ -1,7 +1,8 @@
 """The registry of artifact kinds. A kind ties a name (`dnd/npc-list`) to its pydantic model,
-schema identity, the list field that holds its records, and an explicit, typed projection of
-its source references (used by validators and the evidence context). Domain packages register
-kinds; generic code only ever sees them through this registry."""
+schema identity, the list field that holds its records, an explicit, typed projection of its
+source references (used by validators and the evidence context) and the record fields a preview
+may show. Lanes register their kind through `engine/lanes.py` (`register_lane`); generic code
+only ever sees kinds through this registry."""
 
 from __future__ import annotations
 
@@ -27,6 +28,8 @@ class ArtifactKind:
     schema_version: str
     items_field: str
     project_source_refs: SourceRefProjection
+    preview_fields: tuple[str, ...] = ()
+    """Record fields safe to show in a preview (names, ids, kinds, numbers; never prose)."""
 
     def json_schema(self) -> dict[str, Any]:
         """The JSON Schema generated from the model (the checked-in file must equal it)."""

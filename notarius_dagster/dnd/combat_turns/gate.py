@@ -1,8 +1,8 @@
-"""Scene gating (reference/scene-aware-combat-extraction.md, "Chunk Matching And Gating
-Policy"). A scene record authorizes the combat LLM for a chunk only when it is the one record
-whose id, source id and inclusive unit range all equal the chunk's, and its kind is combat.
-Array position, overlap, adjacency, titles and summaries are never consulted, and no second
-classification policy is added: the scene lane's mixed-scene precedence already decided."""
+"""Scene gating (docs/lanes.md, `combat-turns`, "Scene gating"). A scene record authorizes
+the combat LLM for a chunk only when it is the one record whose id, source id and inclusive
+unit range all equal the chunk's, and its kind is combat. Array position, overlap, adjacency,
+titles and summaries are never consulted, and no second classification policy is added: the
+scene lane's mixed-scene precedence already decided."""
 
 from __future__ import annotations
 

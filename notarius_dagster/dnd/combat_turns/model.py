@@ -3,15 +3,11 @@ show it. `actor_npc_id` comes from NPC grounding, never from the model."""
 
 from __future__ import annotations
 
-from typing import Final, Literal
-
 from pydantic import BaseModel, ConfigDict, Field
 
 from notarius_dagster.dnd.npcs.model import NPC_ID_PATTERN
 from notarius_dagster.dnd.records import Record
 
-KIND: Final = "dnd/combat-turn-list"
-ITEMS = "combat_turns"
 TURN_ID_PATTERN = r"^turn-[0-9]{4,}$"
 
 
@@ -36,30 +32,10 @@ class CombatTurn(Record):
     outcome: CombatOutcome
 
 
-class CombatTurnList(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    kind: Literal["dnd/combat-turn-list"] = KIND
-    schema_version: Literal["v1"] = "v1"
-    source_id: str
-    combat_turns: list[CombatTurn]
-
-
 class OutcomeAnswer(BaseModel):
+    # The answer's outcome (it replaces CombatOutcome in the answer model) is looser than the
+    # record's: damage may come as a number, and lengths are the record's to check. A comment,
+    # not a docstring: a docstring would enter the answer schema the model sees.
     hit: bool | None = None
     damage: str | int | None = None
     effect: str | None = None
-
-
-class CombatTurnAnswerItem(BaseModel):
-    """What the model is asked for: the turn and the unit ids (the `[n]` markers) it cites."""
-
-    round: int | None = Field(default=None, ge=0, le=10_000)
-    actor: str = Field(min_length=1, max_length=120)
-    action: str = Field(min_length=1, max_length=300)
-    targets: list[str] = Field(default_factory=list, max_length=20)
-    outcome: OutcomeAnswer = Field(default_factory=OutcomeAnswer)
-    unit_ids: list[int] = Field(min_length=1, max_length=50)
-
-
-class CombatAnswer(BaseModel):
-    combat_turns: list[CombatTurnAnswerItem] = Field(max_length=60)

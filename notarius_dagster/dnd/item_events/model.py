@@ -4,15 +4,13 @@ keyword, hence the field `from_` with that alias); NPC ids come from grounding."
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from notarius_dagster.dnd.npcs.model import NPC_ID_PATTERN
 from notarius_dagster.dnd.records import Record
 
-KIND: Final = "dnd/item-event-list"
-ITEMS = "item_events"
 ItemEventKind = Literal["acquired", "given", "lost", "used", "bought", "sold", "destroyed"]
 
 
@@ -29,25 +27,3 @@ class ItemEvent(Record):
     from_npc_id: str | None = Field(pattern=NPC_ID_PATTERN)
     to_npc_id: str | None = Field(pattern=NPC_ID_PATTERN)
     quantity: int | None = Field(ge=0, le=1_000_000_000)
-
-
-class ItemEventList(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    kind: Literal["dnd/item-event-list"] = KIND
-    schema_version: Literal["v1"] = "v1"
-    source_id: str
-    item_events: list[ItemEvent]
-
-
-class ItemEventAnswerItem(BaseModel):
-    model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
-    item: str = Field(min_length=1, max_length=120)
-    event: ItemEventKind
-    from_: str | None = Field(default=None, alias="from", max_length=120)
-    to: str | None = Field(default=None, max_length=120)
-    quantity: int | None = Field(default=None, ge=0, le=1_000_000_000)
-    unit_ids: list[int] = Field(min_length=1, max_length=50)
-
-
-class ItemEventAnswer(BaseModel):
-    item_events: list[ItemEventAnswerItem] = Field(max_length=40)

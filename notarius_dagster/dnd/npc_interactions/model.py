@@ -4,15 +4,13 @@ combat, other), who took part, and what happened. `npc_id` comes from grounding 
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from notarius_dagster.dnd.npcs.model import NPC_ID_PATTERN
 from notarius_dagster.dnd.records import Record
 
-KIND: Final = "dnd/npc-interaction-list"
-ITEMS = "npc_interactions"
 InteractionKind = Literal["talk", "trade", "threat", "help", "combat", "other"]
 
 
@@ -26,23 +24,3 @@ class NpcInteraction(Record):
     participants: list[str] = Field(max_length=20)
     kind: InteractionKind
     summary: str = Field(max_length=600)
-
-
-class NpcInteractionList(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    kind: Literal["dnd/npc-interaction-list"] = KIND
-    schema_version: Literal["v1"] = "v1"
-    source_id: str
-    npc_interactions: list[NpcInteraction]
-
-
-class InteractionAnswerItem(BaseModel):
-    npc: str = Field(min_length=1, max_length=120)
-    participants: list[str] = Field(default_factory=list, max_length=20)
-    kind: InteractionKind = "other"
-    summary: str = Field(default="", max_length=600)
-    unit_ids: list[int] = Field(min_length=1, max_length=50)
-
-
-class InteractionAnswer(BaseModel):
-    npc_interactions: list[InteractionAnswerItem] = Field(max_length=40)

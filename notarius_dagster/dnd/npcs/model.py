@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from notarius_dagster.dnd.records import Record
 
-KIND = "dnd/npc-list"
 NPC_ID_PATTERN = r"^npc-[a-z0-9-]{1,60}$"
 
 
@@ -19,24 +16,3 @@ class Npc(Record):
     name: str = Field(min_length=1, max_length=120)
     aliases: list[str] = Field(default_factory=list, max_length=20)
     description: str = Field(default="", max_length=600)
-
-
-class NpcList(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    kind: Literal["dnd/npc-list"] = "dnd/npc-list"
-    schema_version: Literal["v1"] = "v1"
-    source_id: str
-    npcs: list[Npc]
-
-
-class NpcAnswerItem(BaseModel):
-    """What the model is asked for: names and the unit ids (the `[n]` markers) it cites."""
-
-    name: str = Field(min_length=1, max_length=120)
-    aliases: list[str] = Field(default_factory=list, max_length=20)
-    description: str = Field(default="", max_length=600)
-    unit_ids: list[int] = Field(min_length=1, max_length=50)
-
-
-class NpcAnswer(BaseModel):
-    npcs: list[NpcAnswerItem] = Field(max_length=40)

@@ -1,57 +1,24 @@
-"""Extract, merge and normalize modules of the `npcs` lane."""
+"""The `npcs` lane's own merge and normalize: NPCs are people, not events, so the merge
+deduplicates by name and alias and the normalizer gives ids made from the name."""
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
-from notarius_dagster.dnd.llm_extract import LLMListExtractor, canonical_name, envelope
-from notarius_dagster.dnd.npcs.model import KIND, NpcAnswer
-from notarius_dagster.dnd.records import first_position, refs_from_unit_ids, sort_refs
-from notarius_dagster.engine.contracts import (
-    ExtractRequest,
-    MergeRequest,
-    ModuleOutput,
-    NormalizeRequest,
-)
-from notarius_dagster.engine.models import RunWarning, SourceRef
-
-PROMPT_PATH = Path(__file__).with_name("prompt.md")
-
-
-def answer_to_payload(
-    answer: dict[str, Any], request: ExtractRequest
-) -> tuple[dict[str, Any], list[RunWarning]]:
-    records = []
-    for item in answer["npcs"]:
-        refs = refs_from_unit_ids(item["unit_ids"], request.chunk)
-        records.append(
-            {
-                "name": item["name"].strip(),
-                "aliases": [a.strip() for a in item["aliases"] if a.strip()],
-                "description": item["description"].strip(),
-                "source_refs": [r.model_dump() for r in refs],
-            }
-        )
-    return envelope(KIND, request.chunk.source_id, "npcs", records), []
-
-
-def build_extractor(options: dict[str, Any]) -> LLMListExtractor:
-    return LLMListExtractor(
-        options,
-        lane_kind=KIND,
-        prompt_path=PROMPT_PATH,
-        answer_model=NpcAnswer,
-        to_payload=answer_to_payload,
-    )
+from notarius_dagster.dnd.llm_extract import canonical_name
+from notarius_dagster.dnd.records import first_position, sort_refs
+from notarius_dagster.engine.contracts import MergeRequest, ModuleOutput, NormalizeRequest
+from notarius_dagster.engine.lanes import LaneSpec
+from notarius_dagster.engine.models import SourceRef
 
 
 class NpcMerger:
     """Deduplicates NPCs by normalized name or alias: the first mention gives the name and
     description, aliases and references are unioned."""
 
-    def __init__(self, options: dict[str, Any]) -> None:
+    def __init__(self, lane: LaneSpec, options: dict[str, Any]) -> None:
+        self.lane = lane
         self.options = options
 
     def merge(self, request: MergeRequest) -> ModuleOutput:
@@ -83,7 +50,7 @@ class NpcMerger:
         for npc in merged:
             refs = sort_refs((SourceRef(**r) for r in npc["source_refs"]), request.document)
             npc["source_refs"] = [r.model_dump() for r in refs]
-        return ModuleOutput(payload=envelope(KIND, request.document.source_id, "npcs", merged))
+        return ModuleOutput(payload=self.lane.envelope(request.document.source_id, merged))
 
 
 def slug(name: str) -> str:
@@ -91,10 +58,11 @@ def slug(name: str) -> str:
 
 
 class NpcNormalizer:
-    """Orders NPCs by first citation and assigns stable ids `npc-<name-slug>` (a numeric
-    suffix only when two names share a slug)."""
+    """Orders NPCs by first citation and assigns stable ids `<prefix>-<name-slug>` (`npc-...`;
+    a numeric suffix only when two names share a slug)."""
 
-    def __init__(self, options: dict[str, Any]) -> None:
+    def __init__(self, lane: LaneSpec, options: dict[str, Any]) -> None:
+        self.lane = lane
         self.options = options
 
     def normalize(self, request: NormalizeRequest) -> ModuleOutput:
@@ -109,13 +77,12 @@ class NpcNormalizer:
         )
         used: set[str] = set()
         for npc in npcs:
-            base = f"npc-{slug(npc['name'])}"
+            base = f"{self.lane.id_prefix}-{slug(npc['name'])}"
             candidate, n = base, 2
             while candidate in used:
                 candidate, n = f"{base}-{n}", n + 1
             used.add(candidate)
             npc["id"] = candidate
             npc["aliases"] = sorted(set(npc["aliases"]), key=str.casefold)
-        return ModuleOutput(
-            payload=envelope(KIND, doc.source_id, "npcs", [{"id": n.pop("id"), **n} for n in npcs])
-        )
+        records = [{"id": n.pop("id"), **n} for n in npcs]
+        return ModuleOutput(payload=self.lane.envelope(doc.source_id, records))

@@ -1,17 +1,17 @@
 """`dnd/scene-description-list`: one classified scene per accepted chunk. The scene's identity
 and range are the chunk's (runner-owned, never the model's); the model only answers what kind
-of scene it is, a title and a summary. Combat extraction uses the kind as its gate."""
+of scene it is, a title and a summary. Combat extraction uses the kind as its gate. Scene ids
+are unique within an artifact (`unique_fields` of the lane): an artifact with two records for
+one scene is malformed, and a bound reference like that is an error, never "unbound"."""
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from notarius_dagster.engine.models import SourceRef
 
-KIND: Final = "dnd/scene-description-list"
-ITEMS = "scene_descriptions"
 SceneKind = Literal["combat", "narrative", "recap", "meta"]
 
 
@@ -37,28 +37,3 @@ class SceneDescription(BaseModel):
                 self.source_id, self.start_unit_id, self.end_unit_id):
             raise ValueError("source_ref must equal the scene's own range")
         return self
-
-
-class SceneDescriptionList(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    kind: Literal["dnd/scene-description-list"] = KIND
-    schema_version: Literal["v1"] = "v1"
-    source_id: str
-    scene_descriptions: list[SceneDescription]
-
-    @model_validator(mode="after")
-    def _one_record_per_scene(self) -> SceneDescriptionList:
-        """An internally inconsistent artifact (two records for one scene) is malformed: a bound
-        reference like that is an error, never "unbound"."""
-        ids = [scene.scene_id for scene in self.scene_descriptions]
-        if len(set(ids)) != len(ids):
-            raise ValueError("scene ids must be unique")
-        return self
-
-
-class SceneAnswer(BaseModel):
-    """What the model is asked for: the classification and prose only."""
-
-    kind: SceneKind
-    title: str = Field(min_length=1, max_length=120)
-    summary: str = Field(default="", max_length=800)

@@ -1,18 +1,21 @@
 """Lane rules of `scene-descriptions`: a scene is a chunk. At extract, exactly one record whose
 id and range are the chunk's; at merge, one record per accepted chunk and nothing else; after
 normalization, unique ids, ranges inside the document, and each record's evidence equal to its
-own range. Problems name indexes and fields, never titles or summaries."""
+own range. Problems name indexes and fields, never titles or summaries. Registered by the lane as
+`dnd.scene_descriptions.<name>`, in `RULES`."""
 
 from __future__ import annotations
 
 from collections import Counter
 from typing import Any
 
-from notarius_dagster.dnd.scene_descriptions.model import ITEMS
 from notarius_dagster.engine.contracts import ModuleOutput
 from notarius_dagster.engine.digest import digest_of
+from notarius_dagster.engine.lanes import LaneRule, LaneSpec
 from notarius_dagster.engine.models import Chunk, SourceDocument
-from notarius_dagster.engine.validators import ValidationContext, register_validator
+from notarius_dagster.engine.validators import ValidationContext
+
+ITEMS = "scene_descriptions"
 
 
 def _records(output: ModuleOutput | None) -> list[dict[str, Any]]:
@@ -41,8 +44,8 @@ def chunk_identity_problems(record: dict[str, Any], chunk: Chunk, where: str) ->
     return problems
 
 
-@register_validator("dnd.scene_descriptions.one_per_chunk")
-def one_scene_for_the_chunk(ctx: ValidationContext, output: ModuleOutput) -> list[str]:
+def one_scene_for_the_chunk(lane: LaneSpec, ctx: ValidationContext,
+                            output: ModuleOutput) -> list[str]:
     """Extract: exactly one record, and it is this chunk's scene."""
     records = _records(output)
     if ctx.chunk is None:
@@ -52,8 +55,8 @@ def one_scene_for_the_chunk(ctx: ValidationContext, output: ModuleOutput) -> lis
     return chunk_identity_problems(records[0], ctx.chunk, f"{ITEMS}[0]")
 
 
-@register_validator("dnd.scene_descriptions.chunk_coverage")
-def one_scene_per_accepted_chunk(ctx: ValidationContext, output: ModuleOutput) -> list[str]:
+def one_scene_per_accepted_chunk(lane: LaneSpec, ctx: ValidationContext,
+                                 output: ModuleOutput) -> list[str]:
     """Merge: the merged scenes are exactly the accepted extracts' scenes (none added, none
     dropped, none altered) and their ids are unique."""
     merged = _records(output)
@@ -64,8 +67,7 @@ def one_scene_per_accepted_chunk(ctx: ValidationContext, output: ModuleOutput) -
     return problems
 
 
-@register_validator("dnd.scene_descriptions.consistent")
-def scenes_consistent(ctx: ValidationContext, output: ModuleOutput) -> list[str]:
+def scenes_consistent(lane: LaneSpec, ctx: ValidationContext, output: ModuleOutput) -> list[str]:
     """Normalize: unique ids, the merged set of scenes, ranges inside the document, and each
     record's evidence equal to its range."""
     records = _records(output)
@@ -95,3 +97,10 @@ def _range_problems(record: dict[str, Any], document: SourceDocument, where: str
     if _ref_range(record) != _range(record):
         return [f"{where}.source_ref: is not the scene's range"]
     return []
+
+
+RULES = (
+    LaneRule(stage="extract", name="one_per_chunk", check=one_scene_for_the_chunk),
+    LaneRule(stage="merge", name="chunk_coverage", check=one_scene_per_accepted_chunk),
+    LaneRule(stage="normalize", name="consistent", check=scenes_consistent),
+)

@@ -3,15 +3,10 @@
 
 from __future__ import annotations
 
-from typing import Final, Literal
-
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from notarius_dagster.dnd.npcs.model import NPC_ID_PATTERN
 from notarius_dagster.dnd.records import Record
-
-KIND: Final = "dnd/spell-list"
-ITEMS = "spells"
 
 
 class SpellCast(Record):
@@ -25,24 +20,3 @@ class SpellCast(Record):
     level: int | None = Field(ge=0, le=9)
     targets: list[str] = Field(max_length=20)
     outcome: str | None = Field(max_length=300)
-
-
-class SpellList(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    kind: Literal["dnd/spell-list"] = KIND
-    schema_version: Literal["v1"] = "v1"
-    source_id: str
-    spells: list[SpellCast]
-
-
-class SpellAnswerItem(BaseModel):
-    caster: str = Field(min_length=1, max_length=120)
-    spell: str = Field(min_length=1, max_length=120)
-    level: int | None = Field(default=None, ge=0, le=9)
-    targets: list[str] = Field(default_factory=list, max_length=20)
-    outcome: str | None = Field(default=None, max_length=300)
-    unit_ids: list[int] = Field(min_length=1, max_length=50)
-
-
-class SpellAnswer(BaseModel):
-    spells: list[SpellAnswerItem] = Field(max_length=40)

@@ -1,25 +1,18 @@
-"""Extract, merge and normalize modules of the `combat-turns` lane. The extractor is the
-shared LLM extractor behind the scene gate: only an exact combat scene reaches the model."""
+"""The `combat-turns` extractor: the shared LLM extractor behind the scene gate (only an exact
+combat scene reaches the model), and the one answer field it converts itself (the outcome)."""
 
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 from typing import Any
 
 from notarius_dagster.dnd.combat_turns.gate import GATE_POLICY, decide
-from notarius_dagster.dnd.combat_turns.model import ITEMS, KIND, CombatAnswer
-from notarius_dagster.dnd.grounding import ground_names
-from notarius_dagster.dnd.llm_extract import LLMListExtractor, envelope
-from notarius_dagster.dnd.records import refs_from_unit_ids
+from notarius_dagster.dnd.llm_extract import LLMListExtractor
 from notarius_dagster.engine.contracts import ExtractRequest, ModuleOutput
 from notarius_dagster.engine.errors import LaneError
-from notarius_dagster.engine.models import RunWarning
 
-PROMPT_PATH = Path(__file__).with_name("prompt.md")
 SCENES_SLOT = "scene_descriptions"
 SCENE_KIND = "dnd/scene-description-list"
-GROUNDED = (("actor", "actor_npc_id"),)
 
 
 def _text(value: Any) -> str | None:
@@ -27,20 +20,14 @@ def _text(value: Any) -> str | None:
     return text or None
 
 
-def answer_to_payload(answer: dict[str, Any], request: ExtractRequest
-                      ) -> tuple[dict[str, Any], list[RunWarning]]:
-    records = []
-    for item in answer[ITEMS]:
-        refs = refs_from_unit_ids(item["unit_ids"], request.chunk)
-        outcome = item["outcome"]
-        records.append({"round": item["round"], "actor": item["actor"].strip(),
-                        "actor_npc_id": None, "action": item["action"].strip(),
-                        "targets": [t.strip() for t in item["targets"] if t.strip()],
-                        "outcome": {"hit": outcome["hit"], "damage": _text(outcome["damage"]),
-                                    "effect": _text(outcome["effect"])},
-                        "source_refs": [r.model_dump() for r in refs]})
-    warnings = ground_names(records, GROUNDED, request)
-    return envelope(KIND, request.chunk.source_id, ITEMS, records), warnings
+def outcome_record(outcome: dict[str, Any]) -> dict[str, Any]:
+    """The answer's outcome as the record keeps it: damage as text (`12` -> `"12"`), blank
+    damage or effect as null."""
+    return {
+        "hit": outcome["hit"],
+        "damage": _text(outcome["damage"]),
+        "effect": _text(outcome["effect"]),
+    }
 
 
 class SceneGatedCombatExtractor:
@@ -71,10 +58,13 @@ class SceneGatedCombatExtractor:
         decision = decide(scenes, request.chunk)
         if decision.verdict == "combat":
             return self.inner.extract(request)
-        warnings = ((decision.warning(request.chunk, request.context.lane_id),)
-                    if decision.verdict == "uncovered" else ())
-        return ModuleOutput(payload=envelope(KIND, request.chunk.source_id, ITEMS, []),
-                            warnings=warnings, skipped=True)
+        warnings = (
+            (decision.warning(request.chunk, request.context.lane_id),)
+            if decision.verdict == "uncovered"
+            else ()
+        )
+        empty = self.inner.lane.envelope(request.chunk.source_id, [])
+        return ModuleOutput(payload=empty, warnings=warnings, skipped=True)
 
     def _scenes(self, request: ExtractRequest) -> list[dict[str, Any]]:
         """The approved scene records. A missing or unvalidated artifact is an error, never
@@ -88,9 +78,3 @@ class SceneGatedCombatExtractor:
         with self._lock:
             self._scene_records = len(scenes)
         return scenes
-
-
-def build_extractor(options: dict[str, Any]) -> SceneGatedCombatExtractor:
-    return SceneGatedCombatExtractor(LLMListExtractor(
-        options, lane_kind=KIND, prompt_path=PROMPT_PATH, answer_model=CombatAnswer,
-        to_payload=answer_to_payload))

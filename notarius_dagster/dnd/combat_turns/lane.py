@@ -1,0 +1,46 @@
+"""The `combat-turns` lane: each turn taken in a fight, extracted only from chunks whose exact
+scene record says combat (the required `scene_descriptions` slot), actors grounded to NPCs
+(the optional `npcs` slot)."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from notarius_dagster.dnd.combat_turns.extract import (
+    SCENE_KIND,
+    SCENES_SLOT,
+    SceneGatedCombatExtractor,
+    outcome_record,
+)
+from notarius_dagster.dnd.combat_turns.model import CombatTurn, OutcomeAnswer
+from notarius_dagster.dnd.event_lists import event_modules
+from notarius_dagster.dnd.grounding import npcs_slot
+from notarius_dagster.engine.catalog import ReferenceSlot
+from notarius_dagster.engine.lane_models import AnswerSpec
+from notarius_dagster.engine.lanes import LaneSpec
+
+LANE = LaneSpec(
+    lane_id="combat-turns",
+    kind="dnd/combat-turn-list",
+    record_model=CombatTurn,
+    answer=AnswerSpec(
+        "CombatAnswer",
+        item_name="CombatTurnAnswerItem",
+        doc="What the model is asked for: the turn and the unit ids (the `[n]` markers) it cites.",
+        max_items=60,
+        omit=("actor_npc_id",),
+        fields={"outcome": (OutcomeAnswer, Field(default_factory=OutcomeAnswer))},
+    ),
+    modules=event_modules(
+        (("actor", "actor_npc_id"),),
+        convert={"outcome": outcome_record},
+        gate=SceneGatedCombatExtractor,
+    ),
+    slots=(
+        ReferenceSlot(name=SCENES_SLOT, required=True, accepted_kinds=(SCENE_KIND,)),
+        npcs_slot(),
+    ),
+    id_prefix="turn",
+    support_fields=("actor",),
+    preview_fields=("id", "actor", "round"),
+)

@@ -1,0 +1,22 @@
+"""The `item-events` lane: an item acquired, given, lost, used, bought, sold or destroyed,
+`from` and `to` grounded to NPCs when the optional `npcs` slot is bound."""
+
+from __future__ import annotations
+
+from notarius_dagster.dnd.event_lists import event_modules
+from notarius_dagster.dnd.grounding import npcs_slot
+from notarius_dagster.dnd.item_events.model import ItemEvent
+from notarius_dagster.engine.lane_models import AnswerSpec
+from notarius_dagster.engine.lanes import LaneSpec
+
+LANE = LaneSpec(
+    lane_id="item-events",
+    kind="dnd/item-event-list",
+    record_model=ItemEvent,
+    answer=AnswerSpec("ItemEventAnswer", omit=("from_npc_id", "to_npc_id")),
+    modules=event_modules((("from", "from_npc_id"), ("to", "to_npc_id"))),
+    slots=(npcs_slot(),),
+    id_prefix="item-event",
+    support_fields=("item",),
+    preview_fields=("id", "item", "event"),
+)

@@ -1,0 +1,25 @@
+"""The `npc-interactions` lane: the party dealing with one known NPC (the required `npcs`
+slot); the prompt's `{context}` lists the NPCs' names so the model uses the names grounding
+matches."""
+
+from __future__ import annotations
+
+from notarius_dagster.dnd.event_lists import event_modules
+from notarius_dagster.dnd.grounding import known_npcs, npcs_slot
+from notarius_dagster.dnd.npc_interactions.model import NpcInteraction
+from notarius_dagster.engine.lane_models import AnswerSpec
+from notarius_dagster.engine.lanes import LaneSpec
+
+LANE = LaneSpec(
+    lane_id="npc-interactions",
+    kind="dnd/npc-interaction-list",
+    record_model=NpcInteraction,
+    answer=AnswerSpec(
+        "InteractionAnswer", omit=("npc_id",), defaults={"kind": "other", "summary": ""}
+    ),
+    modules=event_modules((("npc", "npc_id"),), context=known_npcs),
+    slots=(npcs_slot(required=True),),
+    id_prefix="interaction",
+    support_fields=("npc",),
+    preview_fields=("id", "kind", "npc", "npc_id"),
+)

@@ -1,0 +1,30 @@
+"""The `npcs` lane: the session's non-player characters, deduplicated by name and alias; the
+other lanes ground character names against its artifact."""
+
+from __future__ import annotations
+
+from notarius_dagster.dnd.llm_extract import llm_extractor
+from notarius_dagster.dnd.npcs.model import Npc
+from notarius_dagster.dnd.npcs.modules import NpcMerger, NpcNormalizer
+from notarius_dagster.dnd.records import ids_rule
+from notarius_dagster.engine.lane_models import AnswerSpec
+from notarius_dagster.engine.lanes import LaneModules, LaneSpec
+
+LANE = LaneSpec(
+    lane_id="npcs",
+    kind="dnd/npc-list",
+    record_model=Npc,
+    answer=AnswerSpec(
+        "NpcAnswer",
+        doc="What the model is asked for: names and the unit ids (the `[n]` markers) it cites.",
+    ),
+    modules=LaneModules(
+        extract=llm_extractor(),
+        merge=NpcMerger,
+        normalize=NpcNormalizer,
+        rules=(ids_rule(not_unique="npc ids are not unique"),),
+    ),
+    id_prefix="npc",
+    support_fields=("name", "aliases"),
+    preview_fields=("id", "name"),
+)

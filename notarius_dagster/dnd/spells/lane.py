@@ -1,0 +1,22 @@
+"""The `spells` lane: each actual casting (caster, spell, slot level, targets, outcome), the
+caster grounded to an NPC when the optional `npcs` slot is bound."""
+
+from __future__ import annotations
+
+from notarius_dagster.dnd.event_lists import event_modules
+from notarius_dagster.dnd.grounding import npcs_slot
+from notarius_dagster.dnd.spells.model import SpellCast
+from notarius_dagster.engine.lane_models import AnswerSpec
+from notarius_dagster.engine.lanes import LaneSpec
+
+LANE = LaneSpec(
+    lane_id="spells",
+    kind="dnd/spell-list",
+    record_model=SpellCast,
+    answer=AnswerSpec("SpellAnswer", omit=("caster_npc_id",)),
+    modules=event_modules((("caster", "caster_npc_id"),)),
+    slots=(npcs_slot(),),
+    id_prefix="spell",
+    support_fields=("spell",),
+    preview_fields=("id", "caster", "spell", "level"),
+)
