@@ -1,4 +1,4 @@
-"""The generic chunker and every framework chunk invariant (reference/pipeline.md)."""
+"""The generic chunker and every framework chunk invariant (docs/internals.md, "Chunks")."""
 
 from __future__ import annotations
 

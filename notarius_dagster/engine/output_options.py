@@ -1,5 +1,5 @@
 """Options of the `json` output module, checked at resolution: today the evidence-context
-policy of reference/published-evidence-context.md (opt-in, explicit lane allowlist)."""
+policy of docs/internals.md ("Evidence context") (opt-in, explicit lane allowlist)."""
 
 from __future__ import annotations
 
