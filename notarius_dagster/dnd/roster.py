@@ -112,7 +112,7 @@ class CampaignSession(_Strict):
 class Roster(_Strict):
     """`dnd/roster`: the campaign file."""
 
-    kind: Literal["dnd/roster"] = ROSTER_KIND
+    kind: Literal["dnd/roster"] = "dnd/roster"
     schema_version: Literal["v1"] = "v1"
     campaign: SessionId = Field(description="the campaign id: [a-z0-9][a-z0-9_-]{0,63}")
     title: Name | None = None
