@@ -18,7 +18,6 @@ after a prompt edit, updates the codex. No LLM call is made, so it runs by defau
 import time
 from pathlib import Path
 
-import yaml
 from dagster import (
     AllPartitionMapping,
     AssetDep,
@@ -37,10 +36,9 @@ from dagster import (
     asset,
     sensor,
 )
-from pydantic import ValidationError
 
-from notarius_dagster.campaign.store import CodexError, page_path, publish_codex
-from notarius_dagster.dnd.roster import ROSTER_SLOT, Roster
+from notarius_dagster.campaign.store import CodexError, load_roster, page_path, publish_codex
+from notarius_dagster.dnd.roster import ROSTER_SLOT
 from notarius_dagster.engine.resolution import ResolvedPipeline
 from resources.bundle_store import BundleStore
 
@@ -59,21 +57,6 @@ def pipeline_roster(pipeline: ResolvedPipeline) -> Path | None:
             if binding.slot == ROSTER_SLOT and binding.source == "pipeline" and binding.path:
                 return Path(binding.path)
     return None
-
-
-def load_roster(path: Path) -> Roster:
-    """The roster, validated; errors name the file and the key path, never content."""
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-        return Roster.model_validate(data)
-    except OSError as exc:
-        raise CodexError(f"roster {path.name!r} unreadable ({type(exc).__name__})") from None
-    except yaml.YAMLError:
-        raise CodexError(f"roster {path.name!r} is not valid YAML") from None
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "(top level)"
-        raise CodexError(f"roster {path.name!r}: {where}: {first['type']}") from None
 
 
 def build_campaign_assets(

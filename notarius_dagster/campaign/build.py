@@ -423,8 +423,8 @@ def _spell_totals(ordered: Sequence[tuple[str, SessionLanes]]) -> list[SpellTota
             name_key(r["spell"]), {"spell": r["spell"], "count": 0, "casters": [], "sessions": []}
         )
         row["count"] += 1
-        if r["caster"] not in row["casters"]:
-            row["casters"].append(r["caster"])
+        if name_key(r["caster"]) not in {name_key(c) for c in row["casters"]}:
+            row["casters"].append(r["caster"])  # as first written, one per caster
         if session not in row["sessions"]:
             row["sessions"].append(session)
     return [SpellTotal(spell_key=k, **row) for k, row in sorted(rows.items())]

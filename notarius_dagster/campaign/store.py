@@ -26,6 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+import yaml
+from pydantic import ValidationError
+
 from notarius_dagster.campaign.build import READ_KINDS, SessionLanes, build_codex
 from notarius_dagster.campaign.model import CampaignEntry, CampaignIndex, Codex
 from notarius_dagster.dnd.roster import Roster
@@ -63,6 +66,21 @@ def _read_json(path: Path, where: str) -> Any:
         raise CodexError(f"{where}: missing") from None
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise CodexError(f"{where}: unreadable ({type(exc).__name__})") from None
+
+
+def load_roster(path: Path) -> Roster:
+    """The roster, validated; errors name the file and the key path, never content."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        return Roster.model_validate(data)
+    except OSError as exc:
+        raise CodexError(f"roster {path.name!r} unreadable ({type(exc).__name__})") from None
+    except yaml.YAMLError:
+        raise CodexError(f"roster {path.name!r} is not valid YAML") from None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        raise CodexError(f"roster {path.name!r}: {where}: {first['type']}") from None
 
 
 def read_session(bundles_root: Path, session_id: str) -> SessionLanes | None:
