@@ -35,7 +35,6 @@ from notarius_dagster.dnd.roster import Roster
 from notarius_dagster.engine.artifact_kinds import get_kind
 from notarius_dagster.engine.digest import digest_of
 from notarius_dagster.engine.errors import NotariusError
-from notarius_dagster.engine.validators import schema_problems
 
 CAMPAIGNS_DIR = ".campaigns"
 INDEX_FILE = "index.json"
@@ -100,9 +99,12 @@ def read_session(bundles_root: Path, session_id: str) -> SessionLanes | None:
         if not name or rel.is_absolute() or ".." in rel.parts:
             raise CodexError(f"session {session_id!r}: index.json names an unsafe file")
         payload = _read_json(folder / rel, f"session {session_id!r}: {name}")
-        problems = schema_problems(get_kind(kind), payload)
-        if problems:
-            raise CodexError(f"session {session_id!r}: {name}: " + "; ".join(problems[:3]))
+        try:  # the lane's pydantic model, the schema's source (paths and types, no values)
+            get_kind(kind).parse(payload)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = "/".join(str(p) for p in first["loc"]) or "(root)"
+            raise CodexError(f"session {session_id!r}: {name}: {where}: {first['type']}") from None
         lanes[kind] = payload
     return lanes
 
