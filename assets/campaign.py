@@ -11,7 +11,9 @@ changes nothing is a new materialization with the same data version.
 
 The sensor `campaign_codex_sensor` requests a codex run whenever a `session_bundle`
 materialization newer than its cursor exists (any partition): publishing, or re-publishing
-after a prompt edit, updates the codex. No LLM call is made, so it runs by default."""
+after a prompt edit, updates the codex; and when the sessions that have a bundle differ from
+those the codex lists as published (`notarius sessions delete`), it asks again. No LLM call is
+made, so it runs by default."""
 
 # No `from __future__ import annotations` here: Dagster reads the asset function's annotations
 # as real types.
@@ -37,7 +39,13 @@ from dagster import (
     sensor,
 )
 
-from notarius_dagster.campaign.store import CodexError, load_roster, page_path, publish_codex
+from notarius_dagster.campaign.store import (
+    CodexError,
+    load_roster,
+    page_path,
+    publish_codex,
+    read_index,
+)
 from notarius_dagster.dnd.roster import ROSTER_SLOT
 from notarius_dagster.engine.resolution import ResolvedPipeline
 from resources.bundle_store import BundleStore
@@ -59,10 +67,27 @@ def pipeline_roster(pipeline: ResolvedPipeline) -> Path | None:
     return None
 
 
+def published_differs(bundles_root: Path, roster_file: Path) -> list[str] | None:
+    """The roster's sessions that have a bundle, when they differ from those the codex index
+    lists as published (a session deleted, or published elsewhere), else None."""
+    try:
+        roster = load_roster(roster_file)
+        entry = next(
+            (c for c in read_index(bundles_root).campaigns if c.campaign == roster.campaign), None
+        )
+    except (CodexError, ValueError):
+        return None
+    if entry is None:
+        return None
+    existing = [s.id for s in roster.ordered_sessions() if (bundles_root / s.id).exists()]
+    return existing if existing != entry.published else None
+
+
 def build_campaign_assets(
-    pipeline: ResolvedPipeline,
+    pipeline: ResolvedPipeline, bundles_root: Path | None = None
 ) -> tuple[list[AssetsDefinition], list[SensorDefinition]]:
-    """The codex asset and its sensor, or nothing when the profile binds no roster."""
+    """The codex asset and its sensor, or nothing when the profile binds no roster.
+    `bundles_root` lets the sensor also notice deleted sessions."""
     roster_file = pipeline_roster(pipeline)
     if roster_file is None:
         return [], []
@@ -114,11 +139,14 @@ def build_campaign_assets(
     )
     def campaign_codex_sensor(context: SensorEvaluationContext) -> RunRequest | SkipReason:
         result = context.instance.fetch_materializations(BUNDLE_ASSET, limit=1)
-        if not result.records:
-            return SkipReason("no session bundle has been published yet")
-        latest = result.records[0].storage_id
+        latest = result.records[0].storage_id if result.records else 0
         if context.cursor and int(context.cursor) >= latest:
-            return SkipReason("no session bundle published since the last codex")
+            existing = published_differs(bundles_root, roster_file) if bundles_root else None
+            if existing is not None:  # a session was deleted: one run per (bundle, set)
+                return RunRequest(run_key=f"codex-after-{latest}-{'+'.join(existing)}"[:500])
+            return SkipReason("no session bundle published or deleted since the last codex")
+        if not latest:
+            return SkipReason("no session bundle has been published yet")
         context.update_cursor(str(latest))
         return RunRequest(run_key=f"codex-after-{latest}")
 

@@ -68,7 +68,7 @@ def definitions_for(settings: Settings, plan: RunPipeline) -> Definitions:
     """The Definitions of an already resolved `plan` (the runner resolves it first to check a
     run's runtime references before anything is launched)."""
     pipeline = plan.pipeline
-    campaign_assets, campaign_sensors = build_campaign_assets(pipeline)
+    campaign_assets, campaign_sensors = build_campaign_assets(pipeline, settings.store.bundles)
     return Definitions(
         assets=[*build_session_assets(plan, extra=extra_assets(pipeline)),
                 build_report_asset(roster_file=pipeline_roster(pipeline)), *campaign_assets],

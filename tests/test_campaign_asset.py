@@ -14,6 +14,7 @@ from dagster import DagsterInstance, RunRequest, SkipReason, build_sensor_contex
 
 from assets.campaign import CODEX_ASSET, CODEX_SENSOR
 from notarius_dagster.definitions import definitions_for, run_pipeline
+from notarius_dagster.engine.bundle import remove_bundle
 from notarius_dagster.engine.transcripts import register_transcript
 from notarius_dagster.llm.test_double import scripted_llm
 from notarius_dagster.runner import run_session, run_settings
@@ -87,6 +88,18 @@ def test_the_codex_asset_reads_published_bundles_and_the_sensor_follows_them(
     again = materialize([codex_asset], instance=instance, resources={"store": store})
     meta2 = again.asset_materializations_for_node(CODEX_ASSET)[0].metadata
     assert meta2["digest"].value == meta["digest"].value and meta2["changed"].value is False
+    # `notarius sessions delete` removes the bundle: the sensor asks for a codex run, which
+    # drops the session; then there is nothing to do
+    remove_bundle(settings.store.bundles, "crd3-c2e003")
+    assert isinstance(
+        sensor(build_sensor_context(instance=instance, cursor=context.cursor)), RunRequest
+    )
+    materialize([codex_asset], instance=instance, resources={"store": store})
+    codex = json.loads(codex_file.read_text())
+    assert not any(s["published"] for s in codex["sessions"]) and codex["npcs"] == []
+    assert isinstance(
+        sensor(build_sensor_context(instance=instance, cursor=context.cursor)), SkipReason
+    )
 
 
 def test_a_profile_without_a_roster_has_no_codex(tmp_path: Path) -> None:
