@@ -45,8 +45,11 @@ def _where(binding: ResolvedBinding) -> str:
     return f"reference {binding.target}.{binding.slot}"
 
 
-def _validated_artifact(binding: ResolvedBinding, payload: Any, origin: str) -> dict[str, Any]:
-    """A structured slot's artifact must be a valid artifact of an accepted kind."""
+def _validated_artifact(
+    binding: ResolvedBinding, payload: Any, origin: str, file: str | None = None
+) -> dict[str, Any]:
+    """A structured slot's artifact must be a valid artifact of an accepted kind (`file`: the
+    external file's name, for the error)."""
     if not isinstance(payload, dict) or not isinstance(payload.get("kind"), str):
         raise ReferenceError_(f"{_where(binding)}: {origin} artifact has no artifact kind")
     kind_name = payload["kind"]
@@ -62,7 +65,10 @@ def _validated_artifact(binding: ResolvedBinding, payload: Any, origin: str) -> 
     problems = schema_problems(kind, payload)
     if problems:
         raise ReferenceError_(
-            f"{_where(binding)}: malformed {origin} artifact: " + "; ".join(problems[:5])
+            f"{_where(binding)}: malformed {origin} artifact"
+            + (f" (file {file!r})" if file else "")
+            + ": "
+            + "; ".join(problems[:5])
         )
     return payload
 
@@ -142,7 +148,7 @@ def prepare_file(binding: ResolvedBinding) -> tuple[PreparedReference, list[RunW
     digest = sha256_digest(raw)
     if binding.accepted_kinds:
         decoded = _decode_structured(binding, name, text, media_type)
-        artifact = _validated_artifact(binding, decoded, f"external (file {name!r})")
+        artifact = _validated_artifact(binding, decoded, "external", file=name)
         digest = digest_of(artifact)
     provenance = {
         "slot": binding.slot,
