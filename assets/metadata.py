@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 from dagster import MetadataValue
 
+from notarius_dagster.dnd.roster import ROSTER_SLOT, dropped_count
 from notarius_dagster.engine.artifact_kinds import get_kind
 from notarius_dagster.engine.lane_runner import LaneResult
 
@@ -61,4 +62,13 @@ def lane_metadata(result: LaneResult) -> dict[str, Any]:
         "cost_usd": stats.usage.cost_usd,
         "structured_output_rungs": MetadataValue.json(stats.usage.rungs),
         "preview": MetadataValue.md(preview_table(result, items_field)),
+        **roster_metadata(result),
     }
+
+
+def roster_metadata(result: LaneResult) -> dict[str, Any]:
+    """With a roster bound: how many records it dropped as player characters (counted from
+    the lane's count-only warnings, which reused extractions keep too)."""
+    if not any(ref.get("slot") == ROSTER_SLOT for ref in result.references):
+        return {}
+    return {"party_records_dropped": dropped_count(result.warnings)}

@@ -10,6 +10,7 @@ that holds transcript text; the metadata holds counts, the path and the URL only
 # No `from __future__ import annotations` here: Dagster reads the asset function's annotations
 # as real types.
 import os
+from pathlib import Path
 from typing import Any
 
 from dagster import (
@@ -31,7 +32,7 @@ from notarius_dagster.report import (
     report_url,
     write_report,
 )
-from notarius_dagster.report.render import render_page
+from notarius_dagster.report.render import CampaignLink, render_page
 from resources.bundle_store import BundleStore
 
 REPORT_ASSET = "session_report"
@@ -39,10 +40,29 @@ BUNDLE_ASSET = AssetKey("session_bundle")
 BASE_URL_ENV = "NOTARIUS_REPORT_BASE_URL"
 
 
-def build_report_asset(*, base_url: str | None = None) -> AssetsDefinition:
+def campaign_link(roster_file: Path | None, session_id: str) -> CampaignLink | None:
+    """The campaign page link of a session its roster lists (None: no roster, not listed, or
+    a roster that does not load: the lanes report that one)."""
+    from notarius_dagster.campaign.store import CodexError, load_roster
+
+    if roster_file is None:
+        return None
+    try:
+        roster = load_roster(roster_file)
+    except CodexError:
+        return None
+    if not any(s.id == session_id for s in roster.sessions):
+        return None
+    return CampaignLink(campaign=roster.campaign, title=roster.title)
+
+
+def build_report_asset(
+    *, base_url: str | None = None, roster_file: Path | None = None
+) -> AssetsDefinition:
     """The report asset. `base_url` is where the reports folder is served (a report's URL is
     `<base_url>/<session>.html`); None reads NOTARIUS_REPORT_BASE_URL when the asset runs, and
-    no URL is recorded when that is unset too."""
+    no URL is recorded when that is unset too. `roster_file` is the profile's campaign roster:
+    a session it lists gets a link to the campaign page."""
 
     @asset(
         name=REPORT_ASSET,
@@ -60,7 +80,7 @@ def build_report_asset(*, base_url: str | None = None) -> AssetsDefinition:
         session_id = context.partition_key
         try:
             inputs = load_bundle(store.bundles / session_id)
-            rendered = render_page(inputs)
+            rendered = render_page(inputs, campaign_link(roster_file, session_id))
             path = write_report(store.bundles, session_id, rendered.html)
         except ReportError as exc:
             raise Failure(description=f"{REPORT_ASSET}: {exc}") from None

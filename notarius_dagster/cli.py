@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from notarius_dagster.cli_backfill import add_backfill_parser
+from notarius_dagster.cli_campaign import add_campaign_parser
 from notarius_dagster.cli_common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -294,7 +295,7 @@ def add_sessions_commands(sub: Any) -> None:
 # One registrar per top-level command, in the order `--help` lists them. A new command (the
 # references issue's `backfill`) is one more `add_..._command(sub)` function added here.
 COMMANDS = (add_run_command, add_validate_command, add_sessions_commands, add_backfill_parser,
-            add_report_parser)
+            add_report_parser, add_campaign_parser)
 
 
 def build_parser() -> argparse.ArgumentParser:

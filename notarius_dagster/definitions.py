@@ -9,6 +9,7 @@ from typing import Any
 
 from dagster import Definitions, colored_console_logger, definitions, in_process_executor
 
+from assets.campaign import build_campaign_assets, pipeline_roster
 from assets.checks import build_asset_checks
 from assets.evidence import build_evidence_context_asset
 from assets.factory import build_session_assets
@@ -67,10 +68,12 @@ def definitions_for(settings: Settings, plan: RunPipeline) -> Definitions:
     """The Definitions of an already resolved `plan` (the runner resolves it first to check a
     run's runtime references before anything is launched)."""
     pipeline = plan.pipeline
+    campaign_assets, campaign_sensors = build_campaign_assets(pipeline, settings.store.bundles)
     return Definitions(
-        assets=[*build_session_assets(plan, extra=extra_assets(pipeline)), build_report_asset()],
+        assets=[*build_session_assets(plan, extra=extra_assets(pipeline)),
+                build_report_asset(roster_file=pipeline_roster(pipeline)), *campaign_assets],
         asset_checks=build_asset_checks(pipeline),
-        sensors=[*build_sensors(settings.store), build_stale_lanes_sensor()],
+        sensors=[*build_sensors(settings.store), build_stale_lanes_sensor(), *campaign_sensors],
         jobs=[materialize_session],
         resources={
             "io_manager": JsonAssetIOManager(root=str(settings.store.asset_values)),

@@ -30,10 +30,12 @@ TABLE_END = "<!-- end of the lane table -->"
 
 
 def extra_schemas() -> dict[str, dict[str, Any]]:
-    """Non-lane documents of the bundle that carry a schema (registered by the engine)."""
+    """Non-lane documents that carry a schema: the bundle's (registered by the engine) and the
+    campaign codex and its index (`campaign/model.py`)."""
+    from notarius_dagster.campaign.model import codex_schemas
     from notarius_dagster.engine.bundle_schemas import bundle_document_schemas
 
-    return bundle_document_schemas()
+    return {**bundle_document_schemas(), **codex_schemas()}
 
 
 def _published(schema_id: str) -> bool:

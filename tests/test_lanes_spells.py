@@ -61,11 +61,12 @@ def test_a_spell_level_outside_0_to_9_is_a_schema_problem(doc: SourceDocument) -
     assert schema_problems(get_kind(KIND), payload)
 
 
-def test_the_npcs_slot_is_optional() -> None:
+def test_the_npcs_and_roster_slots_are_optional() -> None:
     from notarius_dagster.engine.catalog import CATALOG
 
     spec = CATALOG.spec("extract", "dnd.spells.extract")
-    assert spec is not None and {s.name: s.required for s in spec.slots} == {"npcs": False}
+    assert spec is not None
+    assert {s.name: s.required for s in spec.slots} == {"npcs": False, "roster": False}
 
 
 def test_the_lane_runs_end_to_end_with_grounded_casters() -> None:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from notarius_dagster.dnd.llm_extract import Converters, ToPayload, answer_records, canonical_name
+from notarius_dagster.dnd.roster import map_speakers, roster_index
 from notarius_dagster.engine.catalog import ReferenceSlot
 from notarius_dagster.engine.contracts import ExtractRequest, ModuleOutput, PreparedReference
 from notarius_dagster.engine.lanes import LaneRule, LaneSpec
@@ -108,6 +109,9 @@ def grounded_payload(fields: Grounded, convert: Converters | None = None) -> ToP
         lane: LaneSpec, answer: dict[str, Any], request: ExtractRequest
     ) -> tuple[dict[str, Any], list[RunWarning]]:
         records = answer_records(lane, answer, request, convert)
+        roster = roster_index(request.context.references, request.context.session_id)
+        if roster is not None:  # a player's speaker label names their character
+            map_speakers(records, [name for name, _ in fields], roster)
         warnings = ground_names(records, fields, request)
         return lane.envelope(request.chunk.source_id, records), warnings
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from notarius_dagster.dnd.records import refs_from_unit_ids
+from notarius_dagster.dnd.roster import party_context
 from notarius_dagster.engine.contracts import ExtractRequest, LLMUsage, ModuleOutput
 from notarius_dagster.engine.digest import digest_of
 from notarius_dagster.engine.errors import LaneError
@@ -136,6 +137,9 @@ class LLMListExtractor:
             raise LaneError("no LLM client is configured for an LLM-backed extractor")
         context = self.context(request) if self.context else ""
         system, user = self.prompt.render(request.chunk.content, context)
+        party = party_context(request.context.references, request.context.session_id)
+        if party:  # a bound roster names the party (names only); unbound: the prompt as before
+            user = f"{party}\n{user}"
         response = client.complete_structured(
             StructuredRequest(
                 system=system,

@@ -13,6 +13,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from notarius_dagster.engine.artifact_kinds import get_kind
 from notarius_dagster.engine.contracts import PreparedReference
 from notarius_dagster.engine.digest import digest_of, sha256_digest
@@ -43,8 +45,11 @@ def _where(binding: ResolvedBinding) -> str:
     return f"reference {binding.target}.{binding.slot}"
 
 
-def _validated_artifact(binding: ResolvedBinding, payload: Any, origin: str) -> dict[str, Any]:
-    """A structured slot's artifact must be a valid artifact of an accepted kind."""
+def _validated_artifact(
+    binding: ResolvedBinding, payload: Any, origin: str, file: str | None = None
+) -> dict[str, Any]:
+    """A structured slot's artifact must be a valid artifact of an accepted kind (`file`: the
+    external file's name, for the error)."""
     if not isinstance(payload, dict) or not isinstance(payload.get("kind"), str):
         raise ReferenceError_(f"{_where(binding)}: {origin} artifact has no artifact kind")
     kind_name = payload["kind"]
@@ -60,9 +65,43 @@ def _validated_artifact(binding: ResolvedBinding, payload: Any, origin: str) -> 
     problems = schema_problems(kind, payload)
     if problems:
         raise ReferenceError_(
-            f"{_where(binding)}: malformed {origin} artifact: " + "; ".join(problems[:5])
+            f"{_where(binding)}: malformed {origin} artifact"
+            + (f" (file {file!r})" if file else "")
+            + ": "
+            + "; ".join(problems[:5])
         )
     return payload
+
+
+class _PlainYamlLoader(yaml.SafeLoader):
+    """Safe YAML without implicit timestamps: a date stays the string the file wrote, so the
+    decoded document is JSON (what the artifact schema validates and the digest covers)."""
+
+
+_PlainYamlLoader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+def _decode_structured(binding: ResolvedBinding, name: str, text: str, media_type: str) -> Any:
+    """A structured slot's file as a document: JSON, or YAML for a `.yaml`/`.yml` file (a
+    hand-written campaign file). A YAML mapping without `kind` is of the slot's kind when the
+    slot accepts exactly one. Errors name the file and line, never content."""
+    if media_type != "application/yaml":
+        try:
+            return json.loads(text)
+        except ValueError:
+            raise ReferenceError_(f"{_where(binding)}: file {name!r} is not valid JSON") from None
+    try:
+        decoded = yaml.load(text, Loader=_PlainYamlLoader)  # noqa: S506 - a SafeLoader
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f" (line {mark.line + 1})" if mark is not None else ""
+        raise ReferenceError_(f"{_where(binding)}: file {name!r} is not valid YAML{line}") from None
+    if isinstance(decoded, dict) and "kind" not in decoded and len(binding.accepted_kinds) == 1:
+        decoded = {"kind": binding.accepted_kinds[0], **decoded}
+    return decoded
 
 
 def prepare_file(binding: ResolvedBinding) -> tuple[PreparedReference, list[RunWarning]]:
@@ -108,11 +147,8 @@ def prepare_file(binding: ResolvedBinding) -> tuple[PreparedReference, list[RunW
     artifact = None
     digest = sha256_digest(raw)
     if binding.accepted_kinds:
-        try:
-            decoded = json.loads(text)
-        except ValueError:
-            raise ReferenceError_(f"{_where(binding)}: file {name!r} is not valid JSON") from None
-        artifact = _validated_artifact(binding, decoded, "external")
+        decoded = _decode_structured(binding, name, text, media_type)
+        artifact = _validated_artifact(binding, decoded, "external", file=name)
         digest = digest_of(artifact)
     provenance = {
         "slot": binding.slot,

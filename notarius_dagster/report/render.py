@@ -97,7 +97,19 @@ class RenderedReport:
     units_with_text: int
 
 
-def _header(inputs: ReportInputs) -> str:
+@dataclass(frozen=True)
+class CampaignLink:
+    """The campaign a session belongs to (its roster lists it): the header links to the
+    campaign page, `../.campaigns/<campaign>/codex.html` from the reports folder."""
+
+    campaign: str
+    title: str | None = None
+
+    def href(self) -> str:
+        return f"../.campaigns/{token(self.campaign)}/codex.html"
+
+
+def _header(inputs: ReportInputs, campaign: CampaignLink | None = None) -> str:
     records = sum(lane.records for lane in inputs.outputs)
     evidence = "on" if inputs.evidence is not None else "off"
     facts = [
@@ -116,6 +128,9 @@ def _header(inputs: ReportInputs) -> str:
         ),
         ("Evidence context", evidence),
     ]
+    if campaign is not None:
+        facts.append(("Campaign", f'<a href="{campaign.href()}">'
+                      f"{text(campaign.title or campaign.campaign)}</a> (codex)"))
     status_class = _STATUS_CLASS.get(inputs.validation_status, "other")
     lanes = "".join(
         f"<tr><td>{text(lane.lane_id)}</td><td>{text(lane.kind)}</td><td>{text(lane.status)}"
@@ -153,7 +168,9 @@ def _other_lanes(inputs: ReportInputs) -> str:
     )
 
 
-def render_page(inputs: ReportInputs) -> RenderedReport:
+def render_page(inputs: ReportInputs, campaign: CampaignLink | None = None) -> RenderedReport:
+    """The page; `campaign` adds the link to the session's campaign page (the only link that
+    leaves the page, to a sibling file of the store)."""
     ctx: PageContext = build_context(inputs)
     sections = render_sections(ctx)  # registers the citations the transcript lists
     other = _other_lanes(inputs)
@@ -176,7 +193,7 @@ def render_page(inputs: ReportInputs) -> RenderedReport:
         f'<meta name="notarius-report-version" content="{RENDERER_VERSION}">'
         f"<title>Session {text(inputs.session_id)} &#8212; Notarius report</title>"
         f"<style>{CSS}</style></head><body>"
-        + _header(inputs)
+        + _header(inputs, campaign)
         + f'<nav aria-label="Sections"><ul>{nav}</ul></nav>'
         + body
         + "</body></html>\n"

@@ -15,6 +15,7 @@ from notarius_dagster.dnd.combat_turns.extract import (
 from notarius_dagster.dnd.combat_turns.model import CombatTurn, OutcomeAnswer
 from notarius_dagster.dnd.event_lists import event_modules
 from notarius_dagster.dnd.grounding import npcs_slot
+from notarius_dagster.dnd.roster import roster_slot
 from notarius_dagster.engine.catalog import ReferenceSlot
 from notarius_dagster.engine.lane_models import AnswerSpec
 from notarius_dagster.engine.lanes import LaneSpec
@@ -39,6 +40,7 @@ LANE = LaneSpec(
     slots=(
         ReferenceSlot(name=SCENES_SLOT, required=True, accepted_kinds=(SCENE_KIND,)),
         npcs_slot(),
+        roster_slot(),
     ),
     id_prefix="turn",
     support_fields=("actor",),

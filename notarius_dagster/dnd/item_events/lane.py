@@ -6,6 +6,7 @@ from __future__ import annotations
 from notarius_dagster.dnd.event_lists import event_modules
 from notarius_dagster.dnd.grounding import npcs_slot
 from notarius_dagster.dnd.item_events.model import ItemEvent
+from notarius_dagster.dnd.roster import roster_slot
 from notarius_dagster.engine.lane_models import AnswerSpec
 from notarius_dagster.engine.lanes import LaneSpec
 
@@ -15,7 +16,7 @@ LANE = LaneSpec(
     record_model=ItemEvent,
     answer=AnswerSpec("ItemEventAnswer", omit=("from_npc_id", "to_npc_id")),
     modules=event_modules((("from", "from_npc_id"), ("to", "to_npc_id"))),
-    slots=(npcs_slot(),),
+    slots=(npcs_slot(), roster_slot()),
     id_prefix="item-event",
     support_fields=("item",),
     preview_fields=("id", "item", "event"),

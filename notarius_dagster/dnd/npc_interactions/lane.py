@@ -7,6 +7,7 @@ from __future__ import annotations
 from notarius_dagster.dnd.event_lists import event_modules
 from notarius_dagster.dnd.grounding import known_npcs, npcs_slot
 from notarius_dagster.dnd.npc_interactions.model import NpcInteraction
+from notarius_dagster.dnd.roster import roster_slot
 from notarius_dagster.engine.lane_models import AnswerSpec
 from notarius_dagster.engine.lanes import LaneSpec
 
@@ -18,7 +19,7 @@ LANE = LaneSpec(
         "InteractionAnswer", omit=("npc_id",), defaults={"kind": "other", "summary": ""}
     ),
     modules=event_modules((("npc", "npc_id"),), context=known_npcs),
-    slots=(npcs_slot(required=True),),
+    slots=(npcs_slot(required=True), roster_slot()),
     id_prefix="interaction",
     support_fields=("npc",),
     preview_fields=("id", "kind", "npc", "npc_id"),

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from notarius_dagster.dnd.llm_extract import llm_extractor
 from notarius_dagster.dnd.npcs.model import Npc
-from notarius_dagster.dnd.npcs.modules import NpcMerger, NpcNormalizer
+from notarius_dagster.dnd.npcs.modules import NpcMerger, NpcNormalizer, party_filtered_payload
 from notarius_dagster.dnd.records import ids_rule
+from notarius_dagster.dnd.roster import roster_slot
 from notarius_dagster.engine.lane_models import AnswerSpec
 from notarius_dagster.engine.lanes import LaneModules, LaneSpec
 
@@ -19,11 +20,12 @@ LANE = LaneSpec(
         doc="What the model is asked for: names and the unit ids (the `[n]` markers) it cites.",
     ),
     modules=LaneModules(
-        extract=llm_extractor(),
+        extract=llm_extractor(party_filtered_payload),
         merge=NpcMerger,
         normalize=NpcNormalizer,
         rules=(ids_rule(not_unique="npc ids are not unique"),),
     ),
+    slots=(roster_slot(),),
     id_prefix="npc",
     support_fields=("name", "aliases"),
     preview_fields=("id", "name"),

@@ -1,16 +1,41 @@
 """The `npcs` lane's own merge and normalize: NPCs are people, not events, so the merge
-deduplicates by name and alias and the normalizer gives ids made from the name."""
+deduplicates by name and alias and the normalizer gives ids made from the name. With a
+roster bound, the extractor drops player characters (`party_filtered_payload`)."""
 
 from __future__ import annotations
 
 import re
 from typing import Any
 
-from notarius_dagster.dnd.llm_extract import canonical_name
+from notarius_dagster.dnd.llm_extract import canonical_name, list_payload
 from notarius_dagster.dnd.records import first_position, sort_refs
-from notarius_dagster.engine.contracts import MergeRequest, ModuleOutput, NormalizeRequest
+from notarius_dagster.dnd.roster import drop_party, roster_index
+from notarius_dagster.engine.contracts import (
+    ExtractRequest,
+    MergeRequest,
+    ModuleOutput,
+    NormalizeRequest,
+)
 from notarius_dagster.engine.lanes import LaneSpec
-from notarius_dagster.engine.models import SourceRef
+from notarius_dagster.engine.models import RunWarning, SourceRef
+
+
+def party_filtered_payload(
+    lane: LaneSpec, answer: dict[str, Any], request: ExtractRequest
+) -> tuple[dict[str, Any], list[RunWarning]]:
+    """The npcs answer as records, minus player characters when a roster is bound: a record
+    whose name or alias is a party member's (character, alias, player or speaker label) is
+    dropped, deterministically and before any merge, with one count-only warning. Without a
+    roster this is `list_payload`."""
+    payload, warnings = list_payload(lane, answer, request)
+    roster = roster_index(request.context.references, request.context.session_id)
+    if roster is None:
+        return payload, warnings
+    kept, dropped = drop_party(
+        payload[lane.items_field], roster, lane=request.context.lane_id,
+        chunk_id=request.chunk.chunk_id,
+    )
+    return lane.envelope(request.chunk.source_id, kept), [*warnings, *dropped]
 
 
 class NpcMerger:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from notarius_dagster.dnd.event_lists import event_modules
 from notarius_dagster.dnd.grounding import npcs_slot
+from notarius_dagster.dnd.roster import roster_slot
 from notarius_dagster.dnd.spells.model import SpellCast
 from notarius_dagster.engine.lane_models import AnswerSpec
 from notarius_dagster.engine.lanes import LaneSpec
@@ -15,7 +16,7 @@ LANE = LaneSpec(
     record_model=SpellCast,
     answer=AnswerSpec("SpellAnswer", omit=("caster_npc_id",)),
     modules=event_modules((("caster", "caster_npc_id"),)),
-    slots=(npcs_slot(),),
+    slots=(npcs_slot(), roster_slot()),
     id_prefix="spell",
     support_fields=("spell",),
     preview_fields=("id", "caster", "spell", "level"),

@@ -1,0 +1,448 @@
+"""Building the codex: a pure function of the roster and the published lane artifacts of the
+campaign's sessions (never transcripts, prompts or run metadata), so the same inputs give the
+same codex whatever order the sessions were published in. docs/campaign.md states the rules.
+
+NPCs: every record of every session's `npcs` artifact is an appearance. Appearances of
+different sessions are linked only by a strong signal — the same normalized name
+(`same_name`), one's name being the other's declared alias (`declared_alias`), or both naming
+the same known NPC of the roster (`roster_npc`) — and linked appearances form one entry (a
+link that would put two records of one session into one entry is refused: that session's npcs
+lane said they are two people). Weaker signals (a shared alias only, one name inside the other)
+are listed as `possibly_same`, never merged."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from notarius_dagster.campaign.model import (
+    Appearance,
+    CasterSpells,
+    Codex,
+    CodexNpc,
+    CodexScene,
+    CodexSession,
+    ItemEvent,
+    ItemHolder,
+    Merge,
+    MergeReason,
+    PossiblySame,
+    SpellTotal,
+)
+from notarius_dagster.dnd.roster import Roster, name_key
+from notarius_dagster.engine.digest import digest_of
+from notarius_dagster.engine.models import SourceRef
+
+NPC_KIND = "dnd/npc-list"
+SCENE_KIND = "dnd/scene-description-list"
+ITEM_KIND = "dnd/item-event-list"
+SPELL_KIND = "dnd/spell-list"
+READ_KINDS = (NPC_KIND, SCENE_KIND, ITEM_KIND, SPELL_KIND)
+"""The lane kinds the codex reads (combat turns and NPC interactions are not in it yet)."""
+
+SessionLanes = Mapping[str, Mapping[str, Any]]
+"""One published session: lane kind -> its accepted artifact (as published)."""
+
+_ARTICLE = re.compile(r"^(?:a|an|the|some|his|her|their|my|our)\s+")
+_STRENGTH: dict[MergeReason, int] = {"roster_npc": 0, "same_name": 1, "declared_alias": 2}
+MIN_TOKEN = 3
+
+
+def item_key(name: str) -> str:
+    """An item's ledger key: its normalized name without a leading article or possessive."""
+    return _ARTICLE.sub("", name_key(name))
+
+
+def build_codex(roster: Roster, published: Mapping[str, SessionLanes]) -> Codex:
+    """The codex of `roster`'s campaign from the published sessions (session id -> lanes).
+    Sessions the roster does not list are ignored; listed sessions without a bundle are
+    `published: false` and contribute nothing."""
+    order = roster.ordered_sessions()
+    sessions = []
+    for position, session in enumerate(order, start=1):
+        lanes = published.get(session.id)
+        read = {k: dict(lanes[k]) for k in sorted(lanes) if k in READ_KINDS} if lanes else {}
+        sessions.append(
+            CodexSession(
+                id=session.id,
+                position=position,
+                number=session.number,
+                date=session.date.isoformat() if session.date else None,
+                title=session.title,
+                published=lanes is not None,
+                lanes=sorted(read),
+                lanes_digest=digest_of(read) if lanes is not None else None,
+            )
+        )
+    ordered = [(s.id, published[s.id]) for s in order if s.id in published]
+    npcs, possibly = _npcs(roster, ordered)
+    events = _item_events(ordered)
+    return Codex(
+        campaign=roster.campaign,
+        title=roster.title,
+        roster_digest=digest_of(roster.model_dump(mode="json")),
+        sessions=sessions,
+        npcs=npcs,
+        possibly_same=possibly,
+        item_events=events,
+        item_holders=_holders(events),
+        spells_by_caster=_spells_by_caster(ordered),
+        spells=_spell_totals(ordered),
+        scenes=_scenes(ordered),
+    )
+
+
+def _records(lanes: SessionLanes, kind: str, field_name: str) -> list[dict[str, Any]]:
+    return list((lanes.get(kind) or {}).get(field_name, []))
+
+
+def _refs(record: Mapping[str, Any]) -> list[SourceRef]:
+    return [SourceRef(**r) for r in record.get("source_refs", [])]
+
+
+# ---- NPCs ----
+
+
+@dataclass
+class _Seen:
+    """One appearance and its keys."""
+
+    index: int
+    session: str
+    record: Mapping[str, Any]
+    name: str
+    aliases: frozenset[str]
+    known: int | None = None
+
+    @property
+    def keys(self) -> frozenset[str]:
+        return self.aliases | {self.name}
+
+
+@dataclass
+class _Groups:
+    """Union-find over appearances that never joins two appearances of one session (except
+    through the roster, which declares them one)."""
+
+    seen: Sequence[_Seen]
+    parent: list[int] = field(default_factory=list)
+    sessions: list[set[str]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.parent = list(range(len(self.seen)))
+        self.sessions = [{s.session} for s in self.seen]
+
+    def find(self, i: int) -> int:
+        while self.parent[i] != i:
+            self.parent[i] = self.parent[self.parent[i]]
+            i = self.parent[i]
+        return i
+
+    def join(self, a: int, b: int, *, across_sessions_only: bool) -> bool | None:
+        """True: joined; None: already one; False: refused (would join one session)."""
+        ra, rb = self.find(a), self.find(b)
+        if ra == rb:
+            return None
+        if across_sessions_only and self.sessions[ra] & self.sessions[rb]:
+            return False
+        low, high = min(ra, rb), max(ra, rb)
+        self.parent[high] = low
+        self.sessions[low] |= self.sessions[high]
+        return True
+
+
+def _known_index(roster: Roster) -> dict[str, int]:
+    """Normalized name -> the known NPC (roster order) it denotes; a name two known NPCs share
+    denotes none."""
+    found: dict[str, set[int]] = {}
+    for i, npc in enumerate(roster.npcs):
+        for n in [npc.name, *npc.aliases]:
+            if name_key(n):
+                found.setdefault(name_key(n), set()).add(i)
+    return {k: next(iter(v)) for k, v in found.items() if len(v) == 1}
+
+
+def _appearances(roster: Roster, ordered: Sequence[tuple[str, SessionLanes]]) -> list[_Seen]:
+    known = _known_index(roster)
+    seen: list[_Seen] = []
+    for session, lanes in ordered:
+        for record in _records(lanes, NPC_KIND, "npcs"):
+            name = name_key(record.get("name", ""))
+            aliases = frozenset(name_key(a) for a in record.get("aliases", [])) - {"", name}
+            item = _Seen(len(seen), session, record, name, aliases)
+            hits = {known[k] for k in item.keys if k in known}
+            item.known = next(iter(hits)) if len(hits) == 1 else None
+            seen.append(item)
+    return seen
+
+
+def _links(seen: Sequence[_Seen]) -> list[tuple[int, int, int, MergeReason, str]]:
+    """Every strong link (a, b, strength, reason, key) with a < b, in a canonical order."""
+    by_name: dict[str, list[int]] = {}
+    by_known: dict[int, list[int]] = {}
+    for s in seen:
+        by_name.setdefault(s.name, []).append(s.index)
+        if s.known is not None:
+            by_known.setdefault(s.known, []).append(s.index)
+    links: set[tuple[int, int, int, MergeReason, str]] = set()
+
+    def add(a: int, b: int, reason: MergeReason, key: str) -> None:
+        """Within one session only the roster links records (the lane kept them apart)."""
+        if a == b or (reason != "roster_npc" and seen[a].session == seen[b].session):
+            return
+        links.add((min(a, b), max(a, b), _STRENGTH[reason], reason, key))
+
+    for key, members in by_name.items():
+        for b in members[1:]:
+            for a in members[: members.index(b)]:
+                add(a, b, "same_name", key)
+    for s in seen:
+        for alias in s.aliases:
+            for other in by_name.get(alias, []):
+                add(s.index, other, "declared_alias", alias)
+    for known, members in by_known.items():
+        for b in members[1:]:
+            add(members[0], b, "roster_npc", f"known npc {known + 1}")
+    return sorted(links, key=lambda link: (link[2], link[1], link[0], link[4]))
+
+
+def _npcs(
+    roster: Roster, ordered: Sequence[tuple[str, SessionLanes]]
+) -> tuple[list[CodexNpc], list[PossiblySame]]:
+    seen = _appearances(roster, ordered)
+    groups = _Groups(seen)
+    merges: list[tuple[int, int, MergeReason, str]] = []
+    refused: list[tuple[int, int, str]] = []
+    for a, b, _, reason, key in _links(seen):
+        joined = groups.join(a, b, across_sessions_only=reason != "roster_npc")
+        if joined:
+            merges.append((b, a, reason, key))
+        elif joined is False:
+            refused.append((a, b, key))
+    members: dict[int, list[int]] = {}
+    for s in seen:
+        members.setdefault(groups.find(s.index), []).append(s.index)
+    entries: list[CodexNpc] = []
+    entry_of: dict[int, str] = {}
+    used: set[str] = set()
+    for root in sorted(members):
+        idx = members[root]
+        entry = _entry(
+            roster,
+            [seen[i] for i in idx],
+            [m for m in merges if groups.find(m[0]) == root],
+            seen,
+            used,
+        )
+        entries.append(entry)
+        for i in idx:
+            entry_of[i] = entry.id
+    return entries, _possibly_same(entries, seen, entry_of, refused)
+
+
+def _entry(
+    roster: Roster,
+    members: Sequence[_Seen],
+    merges: Sequence[tuple[int, int, MergeReason, str]],
+    seen: Sequence[_Seen],
+    used: set[str],
+) -> CodexNpc:
+    first = members[0]
+    known = next((m.known for m in members if m.known is not None), None)
+    name = roster.npcs[known].name if known is not None else first.record["name"]
+    names: dict[str, str] = {}
+    for m in members:
+        for n in [m.record["name"], *m.record.get("aliases", [])]:
+            names.setdefault(name_key(n), n)
+    if known is not None:
+        for n in roster.npcs[known].aliases:
+            names.setdefault(name_key(n), n)
+    aliases = sorted((n for k, n in names.items() if k and k != name_key(name)), key=str.casefold)
+    base = "npc-" + (re.sub(r"[^a-z0-9]+", "-", name_key(name)).strip("-")[:50] or "unnamed")
+    npc_id, n = base, 2
+    while npc_id in used:
+        npc_id, n = f"{base}-{n}", n + 1
+    used.add(npc_id)
+    sessions = list(dict.fromkeys(m.session for m in members))
+    return CodexNpc(
+        id=npc_id,
+        name=name,
+        aliases=aliases,
+        known=known is not None,
+        first_session=sessions[0],
+        last_session=sessions[-1],
+        sessions=sessions,
+        appearances=[
+            Appearance(
+                session=m.session,
+                npc_id=m.record.get("id") or "",
+                name=m.record["name"],
+                aliases=list(m.record.get("aliases", [])),
+                source_refs=_refs(m.record),
+            )
+            for m in members
+        ],
+        merges=[
+            Merge(
+                session=seen[b].session,
+                npc_id=seen[b].record.get("id") or "",
+                to_session=seen[a].session,
+                to_npc_id=seen[a].record.get("id") or "",
+                reason=reason,
+                key=key,
+            )
+            for b, a, reason, key in sorted(merges)
+        ],
+    )
+
+
+def _tokens(key: str) -> frozenset[str]:
+    return frozenset(t for t in key.split() if len(t) >= MIN_TOKEN)
+
+
+def _possibly_same(
+    entries: Sequence[CodexNpc],
+    seen: Sequence[_Seen],
+    entry_of: Mapping[int, str],
+    refused: Sequence[tuple[int, int, str]],
+) -> list[PossiblySame]:
+    """Pairs of entries a weaker signal connects: a shared alias, one name's words inside the
+    other's, or a strong link refused because it would join two records of one session."""
+    keys: dict[str, set[str]] = {e.id: set() for e in entries}
+    names: dict[str, set[str]] = {e.id: set() for e in entries}
+    for s in seen:
+        keys[entry_of[s.index]] |= s.keys
+        names[entry_of[s.index]].add(s.name)
+    found: dict[tuple[str, str], PossiblySame] = {}
+
+    def note(x: str, y: str, reason: Any, key: str) -> None:
+        a, b = sorted((x, y))
+        if a != b and (a, b) not in found:
+            found[(a, b)] = PossiblySame(a=a, b=b, reason=reason, key=key)
+
+    for a, b, key in refused:
+        note(entry_of[a], entry_of[b], "merge_would_join_one_session", key)
+    ids = [e.id for e in entries]
+    for i, x in enumerate(ids):
+        for y in ids[i + 1 :]:
+            shared = sorted(keys[x] & keys[y])
+            if shared:
+                note(x, y, "shared_alias", shared[0])
+                continue
+            for nx in sorted(names[x]):
+                for ny in sorted(names[y]):
+                    tx, ty = _tokens(nx), _tokens(ny)
+                    if tx and ty and nx != ny and (tx <= ty or ty <= tx):
+                        note(x, y, "name_within_name", min(nx, ny, key=len))
+    return sorted(found.values(), key=lambda p: (p.a, p.b))
+
+
+# ---- items ----
+
+
+def _item_events(ordered: Sequence[tuple[str, SessionLanes]]) -> list[ItemEvent]:
+    events: list[ItemEvent] = []
+    for session, lanes in ordered:
+        for record in _records(lanes, ITEM_KIND, "item_events"):
+            events.append(
+                ItemEvent(
+                    position=len(events) + 1,
+                    session=session,
+                    event_id=record.get("id") or "",
+                    item=record["item"],
+                    item_key=item_key(record["item"]),
+                    event=record["event"],
+                    **{"from": record.get("from")},
+                    to=record.get("to"),
+                    quantity=record.get("quantity"),
+                    source_refs=_refs(record),
+                )
+            )
+    return events
+
+
+def _holders(events: Iterable[ItemEvent]) -> list[ItemHolder]:
+    """Each item's state after its events, in campaign order: acquired, given, bought or sold
+    moves it to `to` (unknown when `to` is not said); lost and destroyed end its holding;
+    used says nothing about who has it (the holder stays, and so does the event that says so)."""
+    state: dict[str, dict[str, Any]] = {}
+    for e in events:
+        current = state.setdefault(
+            e.item_key,
+            {
+                "item": e.item,
+                "events": 0,
+                "status": "unknown",
+                "holder": None,
+                "session": e.session,
+                "event_id": e.event_id,
+            },
+        )
+        current["events"] += 1
+        if e.event in ("acquired", "given", "bought", "sold"):
+            current.update(
+                status="held" if e.to else "unknown",
+                holder=e.to,
+                session=e.session,
+                event_id=e.event_id,
+            )
+        elif e.event in ("lost", "destroyed"):
+            current.update(status=e.event, holder=None, session=e.session, event_id=e.event_id)
+    return [
+        ItemHolder(item_key=key, **value)
+        for key, value in sorted(state.items(), key=lambda kv: kv[0])
+    ]
+
+
+# ---- spells ----
+
+
+def _castings(ordered: Sequence[tuple[str, SessionLanes]]) -> list[tuple[str, dict[str, Any]]]:
+    return [(s, r) for s, lanes in ordered for r in _records(lanes, SPELL_KIND, "spells")]
+
+
+def _spells_by_caster(ordered: Sequence[tuple[str, SessionLanes]]) -> list[CasterSpells]:
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for session, r in _castings(ordered):
+        key = (name_key(r["caster"]), name_key(r["spell"]))
+        row = rows.setdefault(
+            key, {"caster": r["caster"], "spell": r["spell"], "count": 0, "sessions": []}
+        )
+        row["count"] += 1
+        if session not in row["sessions"]:
+            row["sessions"].append(session)
+    return [CasterSpells(caster_key=c, spell_key=s, **row) for (c, s), row in sorted(rows.items())]
+
+
+def _spell_totals(ordered: Sequence[tuple[str, SessionLanes]]) -> list[SpellTotal]:
+    rows: dict[str, dict[str, Any]] = {}
+    for session, r in _castings(ordered):
+        row = rows.setdefault(
+            name_key(r["spell"]), {"spell": r["spell"], "count": 0, "casters": [], "sessions": []}
+        )
+        row["count"] += 1
+        if name_key(r["caster"]) not in {name_key(c) for c in row["casters"]}:
+            row["casters"].append(r["caster"])  # as first written, one per caster
+        if session not in row["sessions"]:
+            row["sessions"].append(session)
+    return [SpellTotal(spell_key=k, **row) for k, row in sorted(rows.items())]
+
+
+# ---- scenes ----
+
+
+def _scenes(ordered: Sequence[tuple[str, SessionLanes]]) -> list[CodexScene]:
+    return [
+        CodexScene(
+            session=session,
+            scene_id=r["scene_id"],
+            kind=r["kind"],
+            title=r["title"],
+            start_unit_id=r["start_unit_id"],
+            end_unit_id=r["end_unit_id"],
+        )
+        for session, lanes in ordered
+        for r in _records(lanes, SCENE_KIND, "scene_descriptions")
+    ]
