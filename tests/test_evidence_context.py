@@ -1,4 +1,4 @@
-"""The published evidence context (docs/internals.md, "Evidence context"; docs/bundle.md), one acceptance
+"""The published evidence context (docs/internals.md, "Evidence context"), one acceptance
 criterion at a time: opt-in with an explicit allowlist, position-based expansion, one
 deduplicated copy of each unit, direct references kept distinct from context, loud failure on
 invalid references, a valid empty document, and an unchanged bundle otherwise."""

@@ -1,4 +1,4 @@
-"""The evidence context (docs/internals.md, "Evidence context"; docs/bundle.md): the transcript units that
+"""The evidence context (docs/internals.md, "Evidence context"): the transcript units that
 explain what the allowlisted lanes cite, published once, deduplicated, as
 `evidence-context.json`.
 
