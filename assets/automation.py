@@ -37,13 +37,17 @@ from notarius_dagster.engine.errors import NotariusError
 
 AUTOMATION_SENSOR_NAME = "notarius_automation_sensor"
 AUTOMATION_ENV = "NOTARIUS_AUTOMATION"
+INTERVAL_ENV = "NOTARIUS_AUTOMATION_INTERVAL"
 MINIMUM_INTERVAL_S = 30
 
 
 def code_version_changed_condition() -> AutomationCondition:
     """Re-run a partition that was materialized under an older code version."""
+    # Typed as the base class: the operand's own generic type does not unify with the
+    # operators' self type in mypy.
+    changed: AutomationCondition = AutomationCondition.code_version_changed()
     return (
-        AutomationCondition.code_version_changed().since_last_handled()
+        changed.since_last_handled()
         & ~AutomationCondition.missing()
         & ~AutomationCondition.any_deps_missing()
         & ~AutomationCondition.any_deps_in_progress()
@@ -68,6 +72,19 @@ def automation_default_status() -> DefaultSensorStatus:
     raise NotariusError(f"{AUTOMATION_ENV} must be 'running' or 'stopped', got {raw!r}")
 
 
+def automation_interval_s() -> int:
+    """Seconds between evaluations: NOTARIUS_AUTOMATION_INTERVAL (a whole number of at least
+    1), default 30."""
+    raw = os.environ.get(INTERVAL_ENV, "").strip()
+    if not raw:
+        return MINIMUM_INTERVAL_S
+    if not raw.isdigit() or int(raw) < 1:
+        raise NotariusError(
+            f"{INTERVAL_ENV} must be a whole number of seconds (1 or more), got {raw!r}"
+        )
+    return int(raw)
+
+
 def build_automation_sensor(run_tags: dict[str, str]) -> AutomationConditionSensorDefinition:
     """The automation condition sensor over every asset of the code location."""
     return AutomationConditionSensorDefinition(
@@ -75,7 +92,7 @@ def build_automation_sensor(run_tags: dict[str, str]) -> AutomationConditionSens
         target=AssetSelection.all(),
         run_tags=run_tags,
         default_status=automation_default_status(),
-        minimum_interval_seconds=MINIMUM_INTERVAL_S,
+        minimum_interval_seconds=automation_interval_s(),
         emit_backfills=False,
         description=(
             "Re-materializes what changed: a session registered with `notarius sessions add` "

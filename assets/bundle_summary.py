@@ -119,7 +119,9 @@ def summary_markdown(
     lines += ["", "**Rejections by validator**", ""]
     if by_validator:
         lines += ["| lane | validator | rejections |", "|---|---|---|"]
-        lines += [f"| {lane} | {_cell(v, 80)} | {n} |" for (lane, v), n in sorted(by_validator.items())]
+        lines += [
+            f"| {lane} | {_cell(v, 80)} | {n} |" for (lane, v), n in sorted(by_validator.items())
+        ]
     else:
         lines.append("none")
     warnings: list[RunWarning] = [w for r in results for w in r.warnings]

@@ -41,13 +41,13 @@ from assets.metadata import lane_metadata
 from assets.partitions import sessions_partitions
 from assets.run_tags import ensure_run_tags
 from notarius_dagster.engine.chunk_stage import ChunkResult
-from notarius_dagster.engine.inputs import EXTENSION_FORMATS
 from notarius_dagster.engine.errors import (
     LLMError,
     LLMUnavailableError,
     NotariusError,
     TransientLLMError,
 )
+from notarius_dagster.engine.inputs import EXTENSION_FORMATS
 from notarius_dagster.engine.lane_runner import LaneResult
 from notarius_dagster.engine.models import SourceDocument
 from notarius_dagster.engine.resolution import ResolvedLane, ResolvedPipeline

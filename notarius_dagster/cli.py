@@ -166,7 +166,9 @@ def cmd_sessions_add(args: argparse.Namespace) -> int:
         except NotariusError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return EXIT_FAILED
-    what = "added" if added.new_partition else "updated" if added.transcript_changed else "unchanged"
+    what = (
+        "added" if added.new_partition else "updated" if added.transcript_changed else "unchanged"
+    )
     print(
         f"session {session_id} {what}; transcript sha256 {added.sha256[:12]}. Nothing ran: "
         "materialize it in the UI, with `notarius run`, or let the automation sensor do it"

@@ -220,8 +220,11 @@ def _delete_check_executions(instance: DagsterInstance, run_ids: list[str]) -> b
     `asset_check_executions` table, so the UI would keep showing a deleted run's check
     results. On Dagster's SQL event log storages (SQLite, PostgreSQL) those rows are deleted
     here; on any other storage this returns False and the caller says so."""
-    # Private Dagster modules (no public API for this yet): kept here, imported late, until the
-    # issue that replaces them lands.
+    # The only private Dagster imports left in the Dagster layer and the CLI (checked for
+    # Dagster 1.13.27): the instance has no public call that deletes check results, and
+    # `wipe_asset_partitions` is not implemented by OSS storages. Imported late so nothing else
+    # depends on them. tests/test_cli_sessions.py (test_delete_removes_one_session_...) asserts
+    # the deleted session's check history is gone, so a rename or removal fails a test.
     from dagster._core.storage.event_log.schema import AssetCheckExecutionsTable
     from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
 

@@ -89,8 +89,14 @@ def test_a_prompt_edit_requests_only_that_lane_and_its_dependants(
     with scripted_llm(lane_doubles.complete_responder):
         for session, path in sessions.items():
             register_transcript(data / "transcripts", session, path)
-            outcome = run_session(session_id=session, profile=COMPLETE, data_root=data,
-                                  llm_profile="test-double", instance=instance, quiet=True)
+            outcome = run_session(
+                session_id=session,
+                profile=COMPLETE,
+                data_root=data,
+                llm_profile="test-double",
+                instance=instance,
+                quiet=True,
+            )
             assert outcome.success, outcome.error
     instance.add_dynamic_partitions("sessions", ["bare"])  # no transcript: never requested
 
@@ -117,8 +123,9 @@ def test_sessions_add_is_requested_from_source_document_and_nothing_runs_without
     tmp_path: Path, instance: DagsterInstance
 ) -> None:
     data = tmp_path / "data"
-    defs = build_run_definitions(profile=REPO / "configs" / "offline.yaml", data_root=data,
-                                 llm_profile="test-double")
+    defs = build_run_definitions(
+        profile=REPO / "configs" / "offline.yaml", data_root=data, llm_profile="test-double"
+    )
     instance.add_dynamic_partitions("sessions", ["bare"])
     first = evaluate_automation_conditions(defs=defs, instance=instance)
     assert requested(first) == {}
@@ -130,9 +137,13 @@ def test_sessions_add_is_requested_from_source_document_and_nothing_runs_without
     assert list(store.transcripts.glob("fresh.*"))
     assert instance.get_runs() == [], "sessions add runs nothing"
     second = evaluate_automation_conditions(defs=defs, instance=instance, cursor=first.cursor)
-    assert requested(second) == {"source_document": {"fresh"}, "chunk_map": {"fresh"},
-                                 "npcs": {"fresh"}, "session_bundle": {"fresh"},
-                                 "session_report": {"fresh"}}
+    assert requested(second) == {
+        "source_document": {"fresh"},
+        "chunk_map": {"fresh"},
+        "npcs": {"fresh"},
+        "session_bundle": {"fresh"},
+        "session_report": {"fresh"},
+    }
 
     again = add_session(instance, "fresh", store.transcripts / "fresh.jsonl", store)
     assert not again.new_partition and not again.transcript_changed

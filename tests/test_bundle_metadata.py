@@ -64,11 +64,15 @@ def test_the_bundle_metadata_links_the_bundle_and_the_report_and_counts_this_run
 
     # A run that re-publishes the bundle alone reuses the stored lane: this run made no call,
     # while the artifact's totals still count the calls that made it.
-    defs = build_run_definitions(profile=REPO / "configs" / "offline.yaml",
-                                 data_root=tmp_path / "data", llm_profile="test-double")
+    defs = build_run_definitions(
+        profile=REPO / "configs" / "offline.yaml",
+        data_root=tmp_path / "data",
+        llm_profile="test-double",
+    )
     with scripted_llm(lane_responder) as again:
         result = defs.resolve_job_def(SESSION_JOB_NAME).execute_in_process(
-            instance=instance, partition_key="sample", asset_selection=[BUNDLE])
+            instance=instance, partition_key="sample", asset_selection=[BUNDLE]
+        )
     assert result.success and again.calls == []
     meta = bundle_meta(instance)
     assert meta["llm_calls"].value == 0 and meta["lanes_run"].value == []
@@ -85,11 +89,21 @@ def test_the_summary_lists_warnings_content_safe_and_bounded(
     manifest = Manifest.model_validate_json((bundle / "manifest.json").read_text())
     long = "answer was cut | retried `twice` " * 20
     result = LaneResult(
-        lane_id="npcs", kind="dnd/npc-list", status="accepted", payload=None,
-        warnings=(RunWarning(stage="extract", code="truncated_answer", message=long,
-                             lane="npcs", chunk_id="chunk-0003"),))
-    usage = Usage(lanes=("npcs",), calls=2, prompt_tokens=10, completion_tokens=5,
-                  cost_usd=0.00012)
+        lane_id="npcs",
+        kind="dnd/npc-list",
+        status="accepted",
+        payload=None,
+        warnings=(
+            RunWarning(
+                stage="extract",
+                code="truncated_answer",
+                message=long,
+                lane="npcs",
+                chunk_id="chunk-0003",
+            ),
+        ),
+    )
+    usage = Usage(lanes=("npcs",), calls=2, prompt_tokens=10, completion_tokens=5, cost_usd=0.00012)
     text = summary_markdown(manifest, [result], usage, usage)
     [row] = [line for line in text.splitlines() if line.startswith("| truncated_answer")]
     assert "| npcs | chunk-0003 |" in row

@@ -30,17 +30,23 @@ SAMPLE = REPO / "samples" / "crd3-c2e001-slice.jsonl"
 
 
 def expected_tags(tmp_path: Path, session: str) -> dict[str, str]:
-    settings = run_settings(profile=OFFLINE, data_root=tmp_path / "data",
-                            llm_profile="test-double")
+    settings = run_settings(profile=OFFLINE, data_root=tmp_path / "data", llm_profile="test-double")
     pipeline = resolve_settings_pipeline(settings)
     assert pipeline.digest and pipeline.digest.startswith("sha256:")
-    return {SESSION_TAG: session, PROFILE_TAG: pipeline.pipeline_id,
-            PROFILE_DIGEST_TAG: pipeline.digest, MODEL_TAG: pipeline.llm_profile["model"]}
+    return {
+        SESSION_TAG: session,
+        PROFILE_TAG: pipeline.pipeline_id,
+        PROFILE_DIGEST_TAG: pipeline.digest,
+        MODEL_TAG: pipeline.llm_profile["model"],
+    }
 
 
 def ours(tags: dict[str, str]) -> dict[str, str]:
-    return {k: v for k, v in tags.items() if k in {SESSION_TAG, PROFILE_TAG, PROFILE_DIGEST_TAG,
-                                                   MODEL_TAG}}
+    return {
+        k: v
+        for k, v in tags.items()
+        if k in {SESSION_TAG, PROFILE_TAG, PROFILE_DIGEST_TAG, MODEL_TAG}
+    }
 
 
 def test_a_run_launched_without_our_tags_gets_them_from_its_first_step(
@@ -67,27 +73,36 @@ def test_a_cli_run_and_a_partial_rerun_carry_the_tags(
     data = tmp_path / "data"
     register_transcript(data / "transcripts", "cli", SAMPLE)
     with scripted_llm(lane_responder):
-        outcome = run_session(session_id="cli", profile=OFFLINE, data_root=data,
-                              llm_profile="test-double", instance=instance, quiet=True)
+        outcome = run_session(
+            session_id="cli",
+            profile=OFFLINE,
+            data_root=data,
+            llm_profile="test-double",
+            instance=instance,
+            quiet=True,
+        )
         assert outcome.success, outcome.error
         defs = build_run_definitions(profile=OFFLINE, data_root=data, llm_profile="test-double")
         # A run of the report alone (the last asset) still gets them.
         partial = defs.resolve_job_def(SESSION_JOB_NAME).execute_in_process(
-            instance=instance, partition_key="cli", asset_selection=[AssetKey("session_report")])
+            instance=instance, partition_key="cli", asset_selection=[AssetKey("session_report")]
+        )
     assert partial.success
     for run_id in (outcome.run_id, partial.run_id):
         run = instance.get_run_by_id(run_id)
         assert run is not None and ours(dict(run.tags)) == expected_tags(tmp_path, "cli")
 
 
-def test_sensor_run_requests_carry_the_tags(tmp_path: Path, instance: DagsterInstance,
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_sensor_run_requests_carry_the_tags(
+    tmp_path: Path, instance: DagsterInstance, monkeypatch: pytest.MonkeyPatch
+) -> None:
     inbox = tmp_path / "inbox"
     inbox.mkdir()
     monkeypatch.setenv("NOTARIUS_INBOX", str(inbox))
     monkeypatch.setenv("NOTARIUS_INBOX_SETTLE_SECONDS", "0")
-    defs = build_run_definitions(profile=OFFLINE, data_root=tmp_path / "data",
-                                 llm_profile="test-double")
+    defs = build_run_definitions(
+        profile=OFFLINE, data_root=tmp_path / "data", llm_profile="test-double"
+    )
     sensors = {s.name: s for s in defs.sensors or []}
     (inbox / "dropped.jsonl").write_bytes(SAMPLE.read_bytes())
     inbox_sensor = sensors[INBOX_SENSOR_NAME]
@@ -95,8 +110,9 @@ def test_sensor_run_requests_carry_the_tags(tmp_path: Path, instance: DagsterIns
     [request] = result.run_requests or []  # type: ignore[union-attr]
     assert ours(dict(request.tags)) == expected_tags(tmp_path, "dropped")
 
-    [automation] = [s for s in sensors.values()
-                    if isinstance(s, AutomationConditionSensorDefinition)]
+    [automation] = [
+        s for s in sensors.values() if isinstance(s, AutomationConditionSensorDefinition)
+    ]
     wanted = expected_tags(tmp_path, "x")
     del wanted[SESSION_TAG]  # per session: added by the run's first step
     assert automation.run_tags == wanted

@@ -25,8 +25,9 @@ def test_sessions_add_stores_the_transcript_and_adds_the_partition_without_a_run
     assert main(["sessions", "add", str(SAMPLE), "--session-id", "later"]) == 0
     out = capsys.readouterr().out
     assert "session later added" in out and "Nothing ran" in out
-    assert (isolated_env / "data" / "transcripts" / "later.jsonl").read_bytes() == \
-        SAMPLE.read_bytes()
+    assert (
+        isolated_env / "data" / "transcripts" / "later.jsonl"
+    ).read_bytes() == SAMPLE.read_bytes()
     ensure_dagster_home()
     with DagsterInstance.get() as instance:
         assert instance.get_dynamic_partitions("sessions") == ["later"]
@@ -60,11 +61,15 @@ def test_a_partition_without_a_transcript_fails_at_source_document_saying_how_to
     tmp_path: Path, instance: DagsterInstance
 ) -> None:
     instance.add_dynamic_partitions("sessions", ["empty"])
-    defs = build_run_definitions(profile=REPO / "configs" / "offline.yaml",
-                                 data_root=tmp_path / "data", llm_profile="test-double")
+    defs = build_run_definitions(
+        profile=REPO / "configs" / "offline.yaml",
+        data_root=tmp_path / "data",
+        llm_profile="test-double",
+    )
     with scripted_llm(lane_responder) as double:
         result = defs.resolve_job_def(SESSION_JOB_NAME).execute_in_process(
-            instance=instance, partition_key="empty", raise_on_error=False)
+            instance=instance, partition_key="empty", raise_on_error=False
+        )
     assert not result.success and double.calls == []
     [failure] = [e for e in result.all_events if e.is_step_failure]
     assert failure.step_key == "source_document"
