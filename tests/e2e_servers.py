@@ -113,11 +113,12 @@ class DagsterServers:
             return "(no server log)"
         return "\n".join(text.splitlines()[-lines:])
 
-    def graphql(self, query: str, variables: dict[str, Any] | None = None) -> dict[str, Any]:
+    def graphql(self, query: str, variables: dict[str, Any] | None = None,
+                timeout_s: float = 30.0) -> dict[str, Any]:
         body = json.dumps({"query": query, "variables": variables or {}}).encode()
         request = urllib.request.Request(f"{self.url}/graphql", data=body,
                                          headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=30) as response:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
             answer: dict[str, Any] = json.loads(response.read())
         if answer.get("errors"):
             raise AssertionError(f"GraphQL errors: {answer['errors']}")
@@ -158,7 +159,9 @@ class DagsterServers:
     def reload_location(self, name: str = LOCATION_NAME,
                         timeout_s: float = START_TIMEOUT_S) -> None:
         """Reload the code location (what the UI's *Reload* does) and wait until it loaded."""
-        answer = self.graphql(_RELOAD_MUTATION, {"name": name})["reloadRepositoryLocation"]
+        # The mutation answers once the new code server has loaded: slow on a busy machine.
+        answer = self.graphql(_RELOAD_MUTATION, {"name": name},
+                              timeout_s=timeout_s)["reloadRepositoryLocation"]
         if answer["__typename"] != "WorkspaceLocationEntry":
             raise AssertionError(f"reloading {name!r} failed: {answer}")
         _wait_until_loaded(self, timeout_s)
