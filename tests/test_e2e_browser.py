@@ -131,6 +131,15 @@ def test_a_session_partition_is_materialized_by_clicking_in_the_ui(
     page.get_by_role("navigation").get_by_role("link", name="Lineage").click()
     expect(page.get_by_text("Global asset lineage")).to_be_visible()
     graph = page.locator("svg foreignObject")  # the asset graph's nodes
+    # The graph opens with its groups (ingest, lanes, publish) collapsed: expand each one.
+    for group in ("ingest", "lanes", "publish"):
+        expect(graph.get_by_text(group, exact=True).first).to_be_visible()
+    for _ in range(3):
+        unfold = graph.get_by_role("img", name="unfold_more")
+        if unfold.count() == 0:
+            break
+        unfold.first.click()
+        page.wait_for_timeout(500)
     for asset in ("source_document", "chunk_map", "npcs", "session_bundle"):
         expect(graph.get_by_text(asset, exact=True)).to_be_visible()
 
