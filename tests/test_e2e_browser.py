@@ -131,17 +131,18 @@ def test_a_session_partition_is_materialized_by_clicking_in_the_ui(
     page.get_by_role("navigation").get_by_role("link", name="Lineage").click()
     expect(page.get_by_text("Global asset lineage")).to_be_visible()
     graph = page.locator("svg foreignObject")  # the asset graph's nodes
-    # The graph opens with its groups (ingest, lanes, publish) collapsed: expand each one.
+    # The global graph opens with its groups collapsed, in flow order; each group's own page
+    # shows its assets.
     for group in ("ingest", "lanes", "publish"):
         expect(graph.get_by_text(group, exact=True).first).to_be_visible()
-    for _ in range(3):
-        unfold = graph.get_by_role("img", name="unfold_more")
-        if unfold.count() == 0:
-            break
-        unfold.first.click()
-        page.wait_for_timeout(500)
-    for asset in ("source_document", "chunk_map", "npcs", "session_bundle"):
-        expect(graph.get_by_text(asset, exact=True)).to_be_visible()
+    groups = {"ingest": ("source_document", "chunk_map"), "lanes": ("npcs",),
+              "publish": ("session_bundle", "session_report")}
+    for group, assets in groups.items():
+        page.goto(f"{dagster_servers.url}/locations/notarius/asset-groups/{group}/lineage")
+        for asset in assets:
+            expect(graph.get_by_text(asset, exact=True)).to_be_visible()
+    page.goto(f"{dagster_servers.url}/asset-groups")  # back to the global lineage
+    expect(page.get_by_text("Global asset lineage")).to_be_visible()
 
     page.get_by_role("button", name="Materialize all").click()
     dialog = page.get_by_role("dialog")
