@@ -20,8 +20,11 @@ from dagster import (
     asset,
 )
 
-from assets.factory import GROUP, asset_name
+from assets.automation import session_condition
+from assets.factory import asset_name
+from assets.graph_style import PUBLISH_GROUP, owners
 from assets.partitions import sessions_partitions
+from assets.run_tags import ensure_run_tags
 from notarius_dagster.engine.digest import digest_of
 from notarius_dagster.engine.errors import EvidenceError
 from notarius_dagster.engine.evidence import EvidenceContext, build_evidence_context
@@ -45,13 +48,16 @@ def build_evidence_context_asset(pipeline: ResolvedPipeline) -> AssetsDefinition
     # The policy is part of the code version: a new window or allowlist makes it stale.
     code_version = f"{_CODE_VERSION}-{digest_of(policy).split(':', 1)[1][:12]}"
 
-    @asset(name=EVIDENCE_ASSET, group_name=GROUP, partitions_def=sessions_partitions, ins=ins,
-           code_version=code_version, kinds={"json"},
+    @asset(name=EVIDENCE_ASSET, group_name=PUBLISH_GROUP, owners=owners(),
+           partitions_def=sessions_partitions, ins=ins, code_version=code_version,
+           kinds={"python", "json"}, automation_condition=session_condition(),
            description=f"Transcript units within {window} unit(s) of what the allowlisted lanes "
                        f"({', '.join(allowlist)}) cite, deduplicated; published as "
-                       "evidence-context.json.")
+                       "evidence-context.json. Depends on: source_document and the "
+                       "allowlisted lanes in this profile.")
     def evidence_context(context: AssetExecutionContext,
                          **upstream: Any) -> Output[EvidenceContext]:
+        ensure_run_tags(context, pipeline)
         document: SourceDocument = upstream["source_document"]
         results = [upstream[asset_name(lane_id)] for lane_id in in_run]
         try:

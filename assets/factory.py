@@ -12,6 +12,8 @@ Runtime references reach a run one way: as the `RuntimeReferences` run config of
 that take it (`source_document`, `chunk_map` and every lane), which is what a run launched in
 the UI gives and what `notarius run --reference/--unbind` passes (`runtime_references_config`)."""
 
+import hashlib
+import os
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -20,6 +22,7 @@ from dagster import (
     AssetExecutionContext,
     AssetIn,
     AssetKey,
+    AssetMaterialization,
     AssetsDefinition,
     AssetSpec,
     Config,
@@ -30,9 +33,13 @@ from dagster import (
     asset,
 )
 
+from assets.automation import session_condition
+from assets.bundle_summary import bundle_metadata, lanes_materialized_in_run
 from assets.code_versions import chunk_code_version, lane_code_version
+from assets.graph_style import INGEST_GROUP, LANES_GROUP, PUBLISH_GROUP, lane_description, owners
 from assets.metadata import lane_metadata
 from assets.partitions import sessions_partitions
+from assets.run_tags import ensure_run_tags
 from notarius_dagster.engine.chunk_stage import ChunkResult
 from notarius_dagster.engine.errors import (
     LLMError,
@@ -40,6 +47,7 @@ from notarius_dagster.engine.errors import (
     NotariusError,
     TransientLLMError,
 )
+from notarius_dagster.engine.inputs import EXTENSION_FORMATS
 from notarius_dagster.engine.lane_runner import LaneResult
 from notarius_dagster.engine.models import SourceDocument
 from notarius_dagster.engine.resolution import ResolvedLane, ResolvedPipeline
@@ -51,11 +59,14 @@ from notarius_dagster.engine.session_steps import (
     load_source_document,
     run_lane_step,
 )
+from notarius_dagster.report.publish import report_path, report_url
 from resources.bundle_store import BundleStore
 from resources.llm import LLMResource
 
 TRANSCRIPT = AssetKey("transcript")
-GROUP = "session"
+# Kept for callers that want "the group of a session asset that is not a lane".
+GROUP = PUBLISH_GROUP
+REPORT_BASE_URL_ENV = "NOTARIUS_REPORT_BASE_URL"
 
 
 class RuntimeReferences(Config):
@@ -93,18 +104,50 @@ def _fail(exc: NotariusError, what: str) -> Failure:
     return Failure(description=f"{what}: {exc}")
 
 
+def missing_transcript_message(session_id: str) -> str:
+    """Why a partition without a stored transcript cannot run, and how to give it one."""
+    return (
+        f"source_document: no transcript is registered for session {session_id!r}; add one "
+        f"with `notarius sessions add PATH --session-id {session_id}` (or `notarius run`), or "
+        "drop it into the inbox"
+    )
+
+
+def stored_transcript_digest(store: BundleStore, session_id: str) -> str | None:
+    """The sha256 of the session's stored transcript, None when there is none."""
+    for ext in EXTENSION_FORMATS:
+        path = store.transcripts / f"{session_id}{ext}"
+        if path.is_file():
+            return hashlib.sha256(path.read_bytes()).hexdigest()
+    return None
+
+
 def build_source_document_asset(plan: RunPipeline) -> AssetsDefinition:
     @asset(
         name="source_document",
-        group_name=GROUP,
+        group_name=INGEST_GROUP,
+        owners=owners(),
         partitions_def=sessions_partitions,
         deps=[TRANSCRIPT],
         code_version="1",
-        description="The session transcript parsed into ordered, validated source units.",
+        kinds={"python", "json"},
+        automation_condition=session_condition(),
+        description="The session transcript parsed into ordered, validated source units. "
+        "Depends on: transcript (the stored file). Fails, saying how to add one, when the "
+        "session has no stored transcript.",
     )
     def source_document(
         context: AssetExecutionContext, config: RuntimeReferences, store: BundleStore
     ) -> Output[SourceDocument]:
+        ensure_run_tags(context, plan.pipeline)
+        sha256 = stored_transcript_digest(store, context.partition_key)
+        if sha256 is None:
+            raise Failure(description=missing_transcript_message(context.partition_key))
+        # The transcript this run read, recorded on the external `transcript` asset from inside
+        # the run, so automation sees it as handled by this run (no second run for it).
+        context.log_event(AssetMaterialization(
+            asset_key=TRANSCRIPT, partition=context.partition_key,
+            metadata={"sha256": sha256, "recorded_by": "source_document"}))
         try:
             document = load_source_document(
                 plan, config.overrides(), transcripts=store.transcripts,
@@ -128,14 +171,19 @@ def build_source_document_asset(plan: RunPipeline) -> AssetsDefinition:
 def build_chunk_map_asset(plan: RunPipeline) -> AssetsDefinition:
     @asset(
         name="chunk_map",
-        group_name=GROUP,
+        group_name=INGEST_GROUP,
+        owners=owners(),
         partitions_def=sessions_partitions,
         code_version=chunk_code_version(plan.pipeline),
-        description=f"Validated chunks ({plan.pipeline.chunk.module} chunker).",
+        kinds={"python", "json"},
+        automation_condition=session_condition(),
+        description=f"Validated chunks ({plan.pipeline.chunk.module} chunker) of the source "
+        "document. Depends on: source_document.",
     )
     def chunk_map(
         context: AssetExecutionContext, config: RuntimeReferences, source_document: SourceDocument
     ) -> Output[ChunkResult]:
+        ensure_run_tags(context, plan.pipeline)
         try:
             # No chunker shipped today calls a model; an LLM-backed one would take the `llm`
             # resource here and join the `llm` pool.
@@ -164,14 +212,16 @@ def build_lane_asset(plan: RunPipeline, lane: ResolvedLane) -> AssetsDefinition:
 
     @asset(
         name=asset_name(lane.id),
-        group_name=GROUP,
+        group_name=LANES_GROUP,
+        owners=owners(),
         partitions_def=sessions_partitions,
         ins=ins,
         code_version=lane_code_version(lane),
         pool="llm",
-        kinds={"json"},
+        kinds={"python", "json"},
         tags={"notarius/lane": lane.id},
-        description=f"The `{lane.id}` lane ({lane.kind}): extract per chunk, merge, normalize.",
+        automation_condition=session_condition(),
+        description=lane_description(lane),
     )
     def lane_asset(
         context: AssetExecutionContext,
@@ -180,6 +230,7 @@ def build_lane_asset(plan: RunPipeline, lane: ResolvedLane) -> AssetsDefinition:
         store: BundleStore,
         **upstream: Any,
     ) -> Output[LaneResult]:
+        ensure_run_tags(context, plan.pipeline)
         try:
             result = run_lane_step(
                 plan,
@@ -215,17 +266,22 @@ def build_bundle_asset(pipeline: ResolvedPipeline, *, with_evidence: bool) -> As
 
     @asset(
         name="session_bundle",
-        group_name=GROUP,
+        group_name=PUBLISH_GROUP,
+        owners=owners(),
         partitions_def=sessions_partitions,
         ins=ins,
         code_version="1",
-        kinds={"json"},
+        kinds={"python", "json"},
+        automation_condition=session_condition(),
         description="Writes manifest, index, warnings, rejections, chunk map and lane files, "
-        "and publishes the bundle atomically.",
+        "and publishes the bundle atomically. Depends on: source_document, chunk_map, every "
+        "lane" + (", evidence_context." if with_evidence else ".") + " Its metadata links the "
+        "bundle folder and the session report, with a summary and this run's LLM usage.",
     )
     def session_bundle(
         context: AssetExecutionContext, store: BundleStore, **upstream: Any
     ) -> MaterializeResult:
+        ensure_run_tags(context, pipeline)
         try:
             published = publish_session_bundle(
                 store_root=store.bundles,
@@ -241,21 +297,23 @@ def build_bundle_asset(pipeline: ResolvedPipeline, *, with_evidence: bool) -> As
             )
         except NotariusError as exc:
             raise _fail(exc, "session_bundle") from None
-        manifest = published.manifest
+        session_id = context.partition_key
+        results = [upstream[asset_name(lane.id)] for lane in pipeline.lanes]
+        ran = lanes_materialized_in_run(
+            context.instance, context.run_id, session_id,
+            [AssetKey(asset_name(lane.id)) for lane in pipeline.lanes])
+        served_at = os.environ.get(REPORT_BASE_URL_ENV, "").strip()
         return MaterializeResult(
-            metadata={
-                "session_id": manifest.session_id,
-                "files": published.files,
-                "validation_status": manifest.validation_status,
-                "lanes": len(manifest.outputs),
-                "rejections": len(manifest.rejected),
-                "warnings": manifest.warnings,
-                "llm_calls": manifest.totals.llm_calls,
-                "prompt_tokens": manifest.totals.prompt_tokens,
-                "completion_tokens": manifest.totals.completion_tokens,
-                "cost_usd": manifest.totals.cost_usd,
-                "wall_time_s": manifest.timing.wall_time_s,
-            }
+            metadata=bundle_metadata(
+                manifest=published.manifest,
+                files=published.files,
+                path=published.path,
+                results=results,
+                ran_in_run={r.lane_id for r in results if AssetKey(asset_name(r.lane_id)) in ran},
+                model=str(pipeline.llm_profile.get("model", "")),
+                report_path=report_path(store.bundles, session_id),
+                report_url=report_url(served_at, session_id) if served_at else None,
+            )
         )
 
     return session_bundle
@@ -271,10 +329,13 @@ def _run_start(context: AssetExecutionContext) -> float:
 def transcript_spec() -> AssetSpec:
     return AssetSpec(
         TRANSCRIPT,
-        group_name=GROUP,
+        group_name=INGEST_GROUP,
+        owners=owners(),
         partitions_def=sessions_partitions,
-        description="The session's transcript in the transcript store (external: "
-        "registered by the inbox sensor or `notarius run`).",
+        kinds={"file"},
+        description="The session's transcript in the transcript store (external: registered by "
+        "`notarius sessions add`, `notarius run` or the inbox sensor). A session whose "
+        "transcript was never recorded here is never run by automation.",
     )
 
 

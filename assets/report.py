@@ -23,8 +23,11 @@ from dagster import (
     asset,
 )
 
-from assets.factory import GROUP
+from assets.automation import session_condition
+from assets.graph_style import PUBLISH_GROUP, owners
 from assets.partitions import sessions_partitions
+from assets.run_tags import ensure_run_tags
+from notarius_dagster.engine.resolution import ResolvedPipeline
 from notarius_dagster.report import (
     RENDERER_VERSION,
     ReportError,
@@ -57,26 +60,34 @@ def campaign_link(roster_file: Path | None, session_id: str) -> CampaignLink | N
 
 
 def build_report_asset(
-    *, base_url: str | None = None, roster_file: Path | None = None
+    *,
+    base_url: str | None = None,
+    pipeline: ResolvedPipeline | None = None,
+    roster_file: Path | None = None,
 ) -> AssetsDefinition:
     """The report asset. `base_url` is where the reports folder is served (a report's URL is
     `<base_url>/<session>.html`); None reads NOTARIUS_REPORT_BASE_URL when the asset runs, and
-    no URL is recorded when that is unset too. `roster_file` is the profile's campaign roster:
+    no URL is recorded when that is unset too. With `pipeline`, a run that starts here gets
+    the session's run tags (assets/run_tags.py). `roster_file` is the profile's campaign roster:
     a session it lists gets a link to the campaign page."""
 
     @asset(
         name=REPORT_ASSET,
-        group_name=GROUP,
+        group_name=PUBLISH_GROUP,
+        owners=owners(),
         partitions_def=sessions_partitions,
         deps=[BUNDLE_ASSET],
         code_version=RENDERER_VERSION,
-        kinds={"html"},
+        kinds={"python", "html"},
+        automation_condition=session_condition(),
         description="A static HTML page of the published bundle: scenes, NPC cards, combat "
         "rounds, spells, items, NPC interactions, each linked to the transcript lines it "
         "cites; rejections and warnings. No LLM call; written beside the bundles "
-        "(.reports/<session>.html).",
+        "(.reports/<session>.html). Depends on: session_bundle.",
     )
     def session_report(context: AssetExecutionContext, store: BundleStore) -> MaterializeResult:
+        if pipeline is not None:
+            ensure_run_tags(context, pipeline)
         session_id = context.partition_key
         try:
             inputs = load_bundle(store.bundles / session_id)

@@ -21,14 +21,11 @@ from dagster import (
     SensorResult,
     sensor,
 )
-from dagster._core.storage.tags import (  # Dagster's run tags; no public constants yet
-    PARTITION_NAME_TAG,
-    RUN_KEY_TAG,
-    SENSOR_NAME_TAG,
-)
 
+from assets.dagster_tags import PARTITION_NAME_TAG, RUN_KEY_TAG, SENSOR_NAME_TAG
 from assets.jobs import materialize_session
 from assets.partitions import sessions_partitions
+from assets.run_tags import SESSION_TAG
 from notarius_dagster.engine.inputs import EXTENSION_FORMATS
 from notarius_dagster.inbox import InboxCursor, InboxLimits, InboxTranscript, take_inbox
 from notarius_dagster.store import StorePaths
@@ -62,8 +59,12 @@ def run_key_for(context: SensorEvaluationContext, transcript: InboxTranscript, *
     return f"{base}:{time.time_ns()}"
 
 
-def build_inbox_sensor(store: StorePaths, limits: InboxLimits | None = None) -> SensorDefinition:
+def build_inbox_sensor(store: StorePaths, limits: InboxLimits | None = None, *,
+                       run_tags: dict[str, str] | None = None) -> SensorDefinition:
+    """`run_tags`: the code location's tags for every run (assets/run_tags.py); each request
+    adds its session's `notarius/session`."""
     limits = limits or InboxLimits.from_env()
+    static_tags = dict(run_tags or {})
 
     @sensor(
         name=INBOX_SENSOR_NAME,
@@ -88,7 +89,8 @@ def build_inbox_sensor(store: StorePaths, limits: InboxLimits | None = None) -> 
                 run_key=run_key_for(context, transcript,
                                     readded=transcript.session_id in intake.readded),
                 partition_key=transcript.session_id,
-                tags={"notarius/inbox_file": transcript.name[:200],
+                tags={**static_tags, SESSION_TAG: transcript.session_id,
+                      "notarius/inbox_file": transcript.name[:200],
                       "notarius/content_sha256": transcript.sha256},
             )
             for transcript in intake.taken
@@ -106,5 +108,6 @@ def build_inbox_sensor(store: StorePaths, limits: InboxLimits | None = None) -> 
     return inbox_sensor
 
 
-def build_sensors(store: StorePaths) -> list[SensorDefinition]:
-    return [build_inbox_sensor(store)]
+def build_sensors(store: StorePaths, *,
+                  run_tags: dict[str, str] | None = None) -> list[SensorDefinition]:
+    return [build_inbox_sensor(store, run_tags=run_tags)]

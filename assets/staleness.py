@@ -1,28 +1,28 @@
-"""Finds session partitions whose lane assets were materialized under an old code version,
-and builds the asset backfill that re-runs exactly those lanes and what depends on them.
+"""Finds session partitions whose assets were materialized under an old code version (after a
+prompt, schema or lane-configuration edit): what `notarius backfill --stale` re-runs, for
+scripts. The UI route is the automation sensor (assets/automation.py), which re-runs the same
+pairs on its own once switched on.
 
-Dagster marks a lane stale when its code version changes but does not cascade staleness until
-the upstream is re-materialized, and "materialize unsynced" skips stale partitions: this module
-is the missing step (`notarius backfill --stale`, and the `stale_lanes_sensor`)."""
+Public Dagster API only: the code versions and dependencies come from
+`Definitions.resolve_all_asset_specs()`, the stored code version of each (asset, session) from
+its latest materialization (`DagsterInstance.fetch_materializations` with
+`AssetRecordsFilter`), whose `dagster/code_version` tag Dagster writes."""
 
-from collections.abc import Mapping
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from dagster import AssetKey, AssetRecordsFilter, AssetSelection, DagsterInstance
-from dagster._core.definitions.assets.graph.asset_graph_subset import AssetGraphSubset
-from dagster._core.definitions.assets.graph.base_asset_graph import BaseAssetGraph
-from dagster._core.definitions.data_version import CODE_VERSION_TAG
-from dagster._core.definitions.events import AssetKeyPartitionKey
+from dagster import AssetKey, AssetRecordsFilter, AssetSpec, DagsterInstance
 
+from assets.dagster_tags import CODE_VERSION_TAG
 from assets.partitions import sessions_partitions
-
-STALE_BACKFILL_TAG = "notarius/stale-backfill"
 
 
 @dataclass(frozen=True)
 class StalePlan:
     """Per partition: the assets whose code version changed, and those plus everything
-    downstream (what the backfill materializes)."""
+    downstream (what a re-run materializes)."""
 
     changed: Mapping[str, frozenset[AssetKey]]
     to_run: Mapping[str, frozenset[AssetKey]]
@@ -31,7 +31,8 @@ class StalePlan:
         return not self.to_run
 
 
-def _latest_code_version(instance: DagsterInstance, key: AssetKey, partition: str) -> str | None:
+def latest_code_version(instance: DagsterInstance, key: AssetKey, partition: str) -> str | None:
+    """The code version the latest materialization of (key, partition) was made under."""
     result = instance.fetch_materializations(
         AssetRecordsFilter(asset_key=key, asset_partitions=[partition]), limit=1
     )
@@ -41,71 +42,36 @@ def _latest_code_version(instance: DagsterInstance, key: AssetKey, partition: st
     return (materialization.tags or {}).get(CODE_VERSION_TAG) if materialization else None
 
 
-def find_stale(instance: DagsterInstance, asset_graph: BaseAssetGraph) -> StalePlan:
+def downstream_closure(specs: Sequence[AssetSpec], roots: Iterable[AssetKey]) -> set[AssetKey]:
+    """`roots` and every asset that depends on one of them, transitively."""
+    children: dict[AssetKey, set[AssetKey]] = {}
+    for spec in specs:
+        for dep in spec.deps:
+            children.setdefault(dep.asset_key, set()).add(spec.key)
+    seen: set[AssetKey] = set()
+    todo = list(roots)
+    while todo:
+        key = todo.pop()
+        if key not in seen:
+            seen.add(key)
+            todo.extend(children.get(key, ()))
+    return seen
+
+
+def find_stale(instance: DagsterInstance, specs: Sequence[AssetSpec]) -> StalePlan:
     """Compare each versioned asset's latest materialization per session with its current
     code version. Never-materialized partitions are missing, not stale, and are left alone."""
-    graph = asset_graph
     partitions = instance.get_dynamic_partitions(sessions_partitions.name or "sessions")
-    versioned = {
-        key: graph.get(key).code_version
-        for key in graph.materializable_asset_keys
-        if graph.get(key).code_version
-    }
+    versioned = {spec.key: spec.code_version for spec in specs if spec.code_version}
     changed: dict[str, frozenset[AssetKey]] = {}
     to_run: dict[str, frozenset[AssetKey]] = {}
     for partition in partitions:
         keys = set()
         for key, version in versioned.items():
-            stored = _latest_code_version(instance, key, partition)
+            stored = latest_code_version(instance, key, partition)
             if stored is not None and stored != version:
                 keys.add(key)
         if keys:
             changed[partition] = frozenset(keys)
-            downstream = AssetSelection.assets(*keys).downstream().resolve(graph)
-            to_run[partition] = frozenset(downstream)
+            to_run[partition] = frozenset(downstream_closure(specs, keys))
     return StalePlan(changed=changed, to_run=to_run)
-
-
-def stale_subset(plan: StalePlan, asset_graph: BaseAssetGraph) -> AssetGraphSubset:
-    pairs = {
-        AssetKeyPartitionKey(key, partition)
-        for partition, keys in plan.to_run.items()
-        for key in keys
-    }
-    return AssetGraphSubset.from_asset_partition_set(pairs, asset_graph)
-
-
-def submit_stale_backfill(
-    instance: DagsterInstance, asset_graph: BaseAssetGraph, plan: StalePlan
-) -> str | None:
-    """Submit one asset backfill of the stale lanes and their dependants; the daemon runs it.
-    Returns the backfill id, or None when nothing is stale."""
-    import time
-
-    from dagster._core.execution.backfill import PartitionBackfill
-    from dagster._core.utils import make_new_backfill_id
-
-    if plan.is_empty():
-        return None
-    backfill_id = make_new_backfill_id()
-    backfill = PartitionBackfill.from_asset_graph_subset(
-        backfill_id=backfill_id,
-        backfill_timestamp=time.time(),
-        tags={STALE_BACKFILL_TAG: "true"},
-        dynamic_partitions_store=instance,
-        asset_graph_subset=stale_subset(plan, asset_graph),
-        title="notarius: re-run stale lanes",
-        description=f"{len(plan.to_run)} session(s) with lanes under an old code version",
-        run_config=None,
-    )
-    instance.add_backfill(backfill)
-    return backfill_id
-
-
-def stale_backfill_in_progress(instance: DagsterInstance) -> bool:
-    from dagster._core.execution.backfill import BulkActionsFilter, BulkActionStatus
-
-    backfills = instance.get_backfills(
-        filters=BulkActionsFilter(statuses=[BulkActionStatus.REQUESTED]), limit=50
-    )
-    return any(b.tags.get(STALE_BACKFILL_TAG) for b in backfills)

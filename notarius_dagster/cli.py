@@ -138,6 +138,45 @@ def cmd_sessions_list(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_sessions_add(args: argparse.Namespace) -> int:
+    from notarius_dagster.engine.errors import NotariusError
+    from notarius_dagster.engine.session_ids import session_id_from_filename, validate_session_id
+    from notarius_dagster.sessions import add_session
+
+    path = Path(args.path)
+    if not path.is_file():
+        print(f"error: transcript {path.name!r} not found", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        session_id = (
+            validate_session_id(args.session_id)
+            if args.session_id
+            else session_id_from_filename(path.name)
+        )
+    except NotariusError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    instance = open_instance()
+    if instance is None:
+        return EXIT_FAILED
+    with instance:
+        try:
+            added = add_session(
+                instance, session_id, path, store_paths(data=args.data, bundles=args.bundles)
+            )
+        except NotariusError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_FAILED
+    what = (
+        "added" if added.new_partition else "updated" if added.transcript_changed else "unchanged"
+    )
+    print(
+        f"session {session_id} {what}; transcript sha256 {added.sha256[:12]}. Nothing ran: "
+        "materialize it in the UI, with `notarius run`, or let the automation sensor do it"
+    )
+    return EXIT_OK
+
+
 def _confirm(question: str) -> bool:
     print(f"{question} [y/N] ", end="", file=sys.stderr, flush=True)
     answer = sys.stdin.readline()
@@ -262,7 +301,7 @@ def _store_options(parser: argparse.ArgumentParser) -> None:
 def add_sessions_commands(sub: Any) -> None:
     sessions = sub.add_parser(
         "sessions",
-        help="list or delete sessions (partitions of `sessions`)",
+        help="list, add or delete sessions (partitions of `sessions`)",
         description="Sessions on the Dagster instance under DAGSTER_HOME.",
     )
     actions = sessions.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -275,6 +314,17 @@ def add_sessions_commands(sub: Any) -> None:
     listing.add_argument("--json", action="store_true", help="print JSON instead of a table")
     _store_options(listing)
     listing.set_defaults(func=cmd_sessions_list)
+    add = actions.add_parser(
+        "add",
+        help="register a session (store its transcript, add its partition) without running it",
+        description="Store the transcript under the session id (derived from the file name "
+        "unless --session-id), add its partition and record the transcript on the instance. "
+        "Nothing runs: the automation sensor, the UI or `notarius run` materialize it.",
+    )
+    add.add_argument("path", metavar="PATH", help="transcript (.jsonl, .vtt, .srt, .txt)")
+    add.add_argument("--session-id", help="default: derived from the file name")
+    _store_options(add)
+    add.set_defaults(func=cmd_sessions_add)
     delete = actions.add_parser(
         "delete",
         help="remove a session and everything stored for it",

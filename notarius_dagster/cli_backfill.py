@@ -1,6 +1,11 @@
 """`notarius backfill --stale`: find session partitions whose lanes carry an old code version
 (after a prompt, schema or lane-configuration change) and re-run those lanes and everything
-downstream of them, as one asset backfill (run by the daemon) or in this process."""
+downstream of them, in this process, one session after another (for scripts).
+
+Dagster 1.13 has no public API to submit an asset backfill for the daemon, so this command
+runs the work itself (`execute_in_process` of the session job with an asset selection, public
+API). With the daemon running, the automation sensor (assets/automation.py) re-runs the same
+(asset, session) pairs on its own once switched on; `--dry-run` shows what either would run."""
 
 from __future__ import annotations
 
@@ -11,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from notarius_dagster.cli_common import EXIT_FAILED, EXIT_OK, ensure_dagster_home
+
+STALE_RERUN_TAG = "notarius/stale-rerun"
 
 
 def add_backfill_parser(sub: Any) -> None:
@@ -27,21 +34,23 @@ def add_backfill_parser(sub: Any) -> None:
     parser.add_argument(
         "--in-process",
         action="store_true",
-        help="run here, one partition after another, instead of submitting a "
-        "backfill for the daemon",
+        help="accepted for older scripts: the re-run always happens in this process "
+        "(the daemon's route is the automation sensor)",
     )
     parser.set_defaults(func=cmd_backfill)
 
 
 def stale_backfill(
-    *, instance: Any, defs: Any, in_process: bool, dry_run: bool, out: Any = sys.stderr
+    *, instance: Any, defs: Any, in_process: bool = True, dry_run: bool, out: Any = sys.stderr
 ) -> int:
-    """Shared by the command and the tests."""
+    """Shared by the command and the tests. `in_process` is kept for callers; every re-run
+    happens in this process."""
     from assets.jobs import SESSION_JOB_NAME
-    from assets.staleness import find_stale, submit_stale_backfill
+    from assets.run_tags import SESSION_TAG
+    from assets.staleness import find_stale
 
-    graph = defs.resolve_asset_graph()
-    plan = find_stale(instance, graph)
+    specs = defs.resolve_all_asset_specs()
+    plan = find_stale(instance, specs)
     if plan.is_empty():
         print(
             "nothing is stale: every materialized lane matches its current code version", file=out
@@ -53,15 +62,8 @@ def stale_backfill(
         print(f"{partition}: changed {changed}; {total} asset(s) to re-run", file=out)
     if dry_run:
         return EXIT_OK
-    if not in_process:
-        backfill_id = submit_stale_backfill(instance, graph, plan)
-        print(
-            f"submitted backfill {backfill_id}; the Dagster daemon runs it (make ui starts "
-            "one), and the UI's Backfills page shows it",
-            file=out,
-        )
-        return EXIT_OK
     job = defs.resolve_job_def(SESSION_JOB_NAME)
+    job_tags = dict(job.tags)
     failed = []
     for partition in sorted(plan.to_run):
         result = job.execute_in_process(
@@ -70,6 +72,7 @@ def stale_backfill(
             raise_on_error=False,
             asset_selection=sorted(plan.to_run[partition], key=lambda k: k.to_user_string()),
             run_config={"loggers": {"progress": {"config": {"log_level": "INFO"}}}},
+            tags={**job_tags, SESSION_TAG: partition, STALE_RERUN_TAG: "true"},
         )
         status = "succeeded" if result.success else "FAILED"
         print(f"{partition}: run {result.run_id} {status}", file=out)

@@ -9,14 +9,15 @@ from typing import Any
 
 from dagster import Definitions, colored_console_logger, definitions, in_process_executor
 
+from assets.automation import build_automation_sensor
 from assets.campaign import build_campaign_assets, pipeline_roster
 from assets.checks import build_asset_checks
 from assets.evidence import build_evidence_context_asset
 from assets.factory import build_session_assets
 from assets.jobs import materialize_session
 from assets.report import build_report_asset
+from assets.run_tags import pipeline_tags
 from assets.sensors import build_sensors
-from assets.stale_sensor import build_stale_lanes_sensor
 from notarius_dagster.engine.resolution import (
     ResolvedPipeline,
     RuntimeBinding,
@@ -69,11 +70,19 @@ def definitions_for(settings: Settings, plan: RunPipeline) -> Definitions:
     run's runtime references before anything is launched)."""
     pipeline = plan.pipeline
     campaign_assets, campaign_sensors = build_campaign_assets(pipeline, settings.store.bundles)
+    tags = pipeline_tags(pipeline)
     return Definitions(
-        assets=[*build_session_assets(plan, extra=extra_assets(pipeline)),
-                build_report_asset(roster_file=pipeline_roster(pipeline)), *campaign_assets],
+        assets=[
+            *build_session_assets(plan, extra=extra_assets(pipeline)),
+            build_report_asset(pipeline=pipeline, roster_file=pipeline_roster(pipeline)),
+            *campaign_assets,
+        ],
         asset_checks=build_asset_checks(pipeline),
-        sensors=[*build_sensors(settings.store), build_stale_lanes_sensor(), *campaign_sensors],
+        sensors=[
+            *build_sensors(settings.store, run_tags=tags),
+            build_automation_sensor(tags),
+            *campaign_sensors,
+        ],
         jobs=[materialize_session],
         resources={
             "io_manager": JsonAssetIOManager(root=str(settings.store.asset_values)),

@@ -8,20 +8,23 @@ are not Dagster definitions."""
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
-from dagster import AssetKey, AssetRecordsFilter, DagsterInstance, RunsFilter
+from dagster import AssetKey, AssetMaterialization, AssetRecordsFilter, DagsterInstance, RunsFilter
 
 from notarius_dagster.engine.bundle import remove_bundle
-from notarius_dagster.engine.transcripts import remove_transcript
+from notarius_dagster.engine.transcripts import register_transcript, remove_transcript
 from notarius_dagster.report.publish import remove_report
 from notarius_dagster.store import StorePaths
 
 SESSIONS_PARTITIONS = "sessions"
 BUNDLE_ASSET = "session_bundle"
+TRANSCRIPT_ASSET = "transcript"
 # Dagster's run tag for the partition a run materializes.
 PARTITION_TAG = "dagster/partition"
 IN_PROGRESS = frozenset({"QUEUED", "NOT_STARTED", "STARTING", "STARTED", "CANCELING"})
@@ -84,6 +87,57 @@ def session_rows(instance: DagsterInstance, store: StorePaths) -> list[dict[str,
     return rows
 
 
+@dataclass(frozen=True)
+class Registration:
+    """What `add_session` did: the session, whether its partition is new, and whether the
+    stored transcript changed (a new file, or different content)."""
+
+    session_id: str
+    new_partition: bool
+    transcript_changed: bool
+    sha256: str
+
+
+def add_session(
+    instance: DagsterInstance, session_id: str, source: Path, store: StorePaths
+) -> Registration:
+    """Register a session without running it: store its transcript, add its partition and
+    record a materialization of the external `transcript` asset (sha256 and size, no content).
+
+    That event is what declarative automation watches (assets/automation.py): with the
+    automation sensor on, the session's assets run on its next tick; without it, the session
+    waits for a click in the UI or `notarius run`. Adding the same content again records
+    nothing new, so it asks for no run."""
+    content = source.read_bytes()
+    sha256 = hashlib.sha256(content).hexdigest()
+    previous = _recorded_transcript_sha(instance, session_id)
+    register_transcript(store.transcripts, session_id, source)
+    new_partition = not is_session(instance, session_id)
+    if new_partition:
+        instance.add_dynamic_partitions(SESSIONS_PARTITIONS, [session_id])
+    changed = previous != sha256
+    if changed:
+        instance.report_runless_asset_event(
+            AssetMaterialization(
+                asset_key=TRANSCRIPT_ASSET,
+                partition=session_id,
+                metadata={"sha256": sha256, "bytes": len(content), "recorded_by": "sessions add"},
+            )
+        )
+    return Registration(session_id, new_partition, changed, sha256)
+
+
+def _recorded_transcript_sha(instance: DagsterInstance, session_id: str) -> str | None:
+    records = instance.fetch_materializations(
+        AssetRecordsFilter(asset_key=AssetKey(TRANSCRIPT_ASSET), asset_partitions=[session_id]),
+        limit=1,
+    ).records
+    if not records or records[0].asset_materialization is None:
+        return None
+    value = records[0].asset_materialization.metadata.get("sha256")
+    return str(value.value) if value is not None else None
+
+
 @dataclass
 class Deletion:
     """What `delete_session` did (for the report) and what it could not do (warnings)."""
@@ -141,6 +195,13 @@ def delete_session(instance: DagsterInstance, session_id: str, store: StorePaths
         try:
             instance.wipe_asset_partitions(key, [session_id])
         except NotImplementedError:
+            if key == AssetKey(TRANSCRIPT_ASSET):
+                # `sessions add` records the transcript without a run (add_session).
+                deletion.warnings.append(
+                    f"the transcript registration of {session_id!r} (its sha256 and size, no "
+                    "content) stays on the instance: this storage cannot wipe a single partition"
+                )
+                continue
             deletion.warnings.append(
                 f"{key.to_user_string()} still has materializations of "
                 f"{session_id!r} from runs of other partitions; this storage cannot wipe a "
@@ -159,8 +220,11 @@ def _delete_check_executions(instance: DagsterInstance, run_ids: list[str]) -> b
     `asset_check_executions` table, so the UI would keep showing a deleted run's check
     results. On Dagster's SQL event log storages (SQLite, PostgreSQL) those rows are deleted
     here; on any other storage this returns False and the caller says so."""
-    # Private Dagster modules (no public API for this yet): kept here, imported late, until the
-    # issue that replaces them lands.
+    # The only private Dagster imports left in the Dagster layer and the CLI (checked for
+    # Dagster 1.13.27): the instance has no public call that deletes check results, and
+    # `wipe_asset_partitions` is not implemented by OSS storages. Imported late so nothing else
+    # depends on them. tests/test_cli_sessions.py (test_delete_removes_one_session_...) asserts
+    # the deleted session's check history is gone, so a rename or removal fails a test.
     from dagster._core.storage.event_log.schema import AssetCheckExecutionsTable
     from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
 

@@ -66,6 +66,18 @@ _WORKSPACE_QUERY = """
 }
 """
 
+_RELOAD_MUTATION = """
+mutation Reload($name: String!) {
+  reloadRepositoryLocation(repositoryLocationName: $name) {
+    __typename
+    ... on WorkspaceLocationEntry { name loadStatus }
+    ... on PythonError { message }
+    ... on RepositoryLocationNotFound { message }
+  }
+}
+"""
+
+LOCATION_NAME = "notarius"  # workspace.yaml: location_name
 _FINISHED = {"SUCCESS", "FAILURE", "CANCELED"}
 
 
@@ -101,11 +113,12 @@ class DagsterServers:
             return "(no server log)"
         return "\n".join(text.splitlines()[-lines:])
 
-    def graphql(self, query: str, variables: dict[str, Any] | None = None) -> dict[str, Any]:
+    def graphql(self, query: str, variables: dict[str, Any] | None = None,
+                timeout_s: float = 30.0) -> dict[str, Any]:
         body = json.dumps({"query": query, "variables": variables or {}}).encode()
         request = urllib.request.Request(f"{self.url}/graphql", data=body,
                                          headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=30) as response:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
             answer: dict[str, Any] = json.loads(response.read())
         if answer.get("errors"):
             raise AssertionError(f"GraphQL errors: {answer['errors']}")
@@ -142,6 +155,16 @@ class DagsterServers:
             time.sleep(1.0)
         raise AssertionError(f"no run of {partition!r} finished within {timeout_s:.0f}s "
                              f"(last seen: {latest})\n{self.log_tail()}")
+
+    def reload_location(self, name: str = LOCATION_NAME,
+                        timeout_s: float = START_TIMEOUT_S) -> None:
+        """Reload the code location (what the UI's *Reload* does) and wait until it loaded."""
+        # The mutation answers once the new code server has loaded: slow on a busy machine.
+        answer = self.graphql(_RELOAD_MUTATION, {"name": name},
+                              timeout_s=timeout_s)["reloadRepositoryLocation"]
+        if answer["__typename"] != "WorkspaceLocationEntry":
+            raise AssertionError(f"reloading {name!r} failed: {answer}")
+        _wait_until_loaded(self, timeout_s)
 
     def assert_running(self) -> None:
         if self.process.poll() is not None:
@@ -187,8 +210,10 @@ def server_environment(root: Path, home: Path, data: Path, inbox: Path) -> dict[
     return env
 
 
-def start_servers(root: Path, timeout_s: float = START_TIMEOUT_S) -> DagsterServers:
-    """Start `dagster dev` under `root` and wait until its code location has loaded."""
+def start_servers(root: Path, timeout_s: float = START_TIMEOUT_S,
+                  env: dict[str, str] | None = None) -> DagsterServers:
+    """Start `dagster dev` under `root` and wait until its code location has loaded; `env`
+    adds to (or replaces) the servers' environment (a test's own profile, automation on)."""
     home, data, inbox = root / "dagster-home", root / "data", root / "inbox"
     for folder in (home, data, inbox):
         folder.mkdir(parents=True, exist_ok=True)
@@ -199,7 +224,7 @@ def start_servers(root: Path, timeout_s: float = START_TIMEOUT_S) -> DagsterServ
         process = subprocess.Popen(
             [str(VENV_BIN / "dagster"), "dev", "-w", str(REPO / "workspace.yaml"),
              "-h", "127.0.0.1", "-p", str(port)],
-            cwd=REPO, env=server_environment(root, home, data, inbox),
+            cwd=REPO, env={**server_environment(root, home, data, inbox), **(env or {})},
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True,
         )

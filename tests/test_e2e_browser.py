@@ -1,6 +1,8 @@
 """End to end in a browser, as a person uses the UI: open Dagster's UI (the real webserver and
 daemon, see tests/e2e_servers.py), find the session asset graph, materialize one session
-partition by clicking, and watch the run succeed.
+partition by clicking, watch the run succeed, and read the result on the `session_bundle`
+asset's page (its path, summary and this run's totals; a screenshot is kept in
+var/test-artifacts/, NOTARIUS_TEST_ARTIFACTS; docs/img/bundle-metadata.png is a copy).
 
 Chromium is Debian's (`apt-get install chromium`); Playwright's own browser download cannot
 work here. Selectors are roles and visible text, as a person finds things; when one stops
@@ -36,6 +38,12 @@ SAMPLE = REPO / "samples" / "crd3-c2e001-slice.jsonl"
 SESSION = "e2e-browser"
 RUN_TIMEOUT_MS = 240_000
 UI_TIMEOUT_MS = 30_000
+
+
+def artifacts() -> Path:
+    folder = Path(os.environ.get("NOTARIUS_TEST_ARTIFACTS") or REPO / "var" / "test-artifacts")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 @pytest.fixture(scope="module")
@@ -123,8 +131,18 @@ def test_a_session_partition_is_materialized_by_clicking_in_the_ui(
     page.get_by_role("navigation").get_by_role("link", name="Lineage").click()
     expect(page.get_by_text("Global asset lineage")).to_be_visible()
     graph = page.locator("svg foreignObject")  # the asset graph's nodes
-    for asset in ("source_document", "chunk_map", "npcs", "session_bundle"):
-        expect(graph.get_by_text(asset, exact=True)).to_be_visible()
+    # The global graph opens with its groups collapsed, in flow order; each group's own page
+    # shows its assets.
+    for group in ("ingest", "lanes", "publish"):
+        expect(graph.get_by_text(group, exact=True).first).to_be_visible()
+    groups = {"ingest": ("source_document", "chunk_map"), "lanes": ("npcs",),
+              "publish": ("session_bundle", "session_report")}
+    for group, assets in groups.items():
+        page.goto(f"{dagster_servers.url}/locations/notarius/asset-groups/{group}/lineage")
+        for asset in assets:
+            expect(graph.get_by_text(asset, exact=True)).to_be_visible()
+    page.goto(f"{dagster_servers.url}/asset-groups")  # back to the global lineage
+    expect(page.get_by_text("Global asset lineage")).to_be_visible()
 
     page.get_by_role("button", name="Materialize all").click()
     dialog = page.get_by_role("dialog")
@@ -146,8 +164,19 @@ def test_a_session_partition_is_materialized_by_clicking_in_the_ui(
 
     [run] = dagster_servers.runs_of(registered_session)
     assert run["status"] == "SUCCESS" and run["runId"] == run_id and run_id in page.url
+    # A run launched by a click carries the session, profile digest and model tags too.
+    assert run["tags"]["notarius/session"] == registered_session
+    assert run["tags"]["notarius/profile_digest"].startswith("sha256:")
+    assert run["tags"]["notarius/model"]
     bundle = dagster_servers.bundles / registered_session
     manifest = json.loads((bundle / "manifest.json").read_text())
     assert manifest["run_id"] == run["runId"]
     assert manifest["validation_status"] == "approved"
     assert (bundle / "lanes" / "npcs.json").is_file()
+
+    # The result, as the bundle asset's page shows it.
+    page.goto(f"{dagster_servers.url}/assets/session_bundle?partition={registered_session}")
+    expect(page.get_by_text("Rejections by validator").first).to_be_visible()
+    expect(page.get_by_text("report_path").first).to_be_visible()
+    expect(page.get_by_text(str(bundle)).first).to_be_visible()
+    page.screenshot(path=str(artifacts() / "bundle-metadata.png"), full_page=True)

@@ -1,0 +1,203 @@
+"""The `session_bundle` asset's metadata: where the bundle is, a Markdown summary a person reads
+in the UI, and totals that count this run only.
+
+Content safety: the summary holds lane ids, counts, validator names, warning codes, chunk ids
+and the engine's bounded, content-safe warning messages (cut again to
+`WARNING_MESSAGE_CHARS`), never transcript text, prompts or model output. The bundle's path and
+URL are the asset's contract (like the report's): they say where to read the published files.
+
+Totals: a lane that was not re-executed in this run keeps the stats of the run that made it, so
+the manifest's totals are the artifact's totals. `this_run_*` counts only the lanes
+materialized by this run (from the instance's materialization records), which is what the run
+cost. Cost is a number only when litellm knows the model's price; otherwise it is "unknown"
+(never 0, which reads as free). The manifest's `totals.cost_usd` stays a number (the bundle
+model requires one; a null would be a schema change for consumers): there 0 means unknown or
+free, and the asset metadata says which."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dagster import AssetKey, AssetRecordsFilter, DagsterInstance, MetadataValue
+
+from notarius_dagster.engine.bundle_documents import Manifest
+from notarius_dagster.engine.lane_runner import LaneResult
+from notarius_dagster.engine.models import RunWarning
+
+BUNDLE_BASE_URL_ENV = "NOTARIUS_BUNDLE_BASE_URL"
+WARNING_MESSAGE_CHARS = 160
+MAX_LISTED_WARNINGS = 20
+UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Calls, tokens and cost of a set of lanes; `cost_usd` None when the price is unknown."""
+
+    lanes: tuple[str, ...]
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float | None
+
+
+def model_has_price(model: str) -> bool:
+    """Whether litellm's (local) cost map prices `model`: a model it does not know is
+    reported with cost "unknown", not 0."""
+    from notarius_dagster.llm._litellm import litellm
+
+    try:
+        info = litellm.get_model_info(model)
+    except Exception:  # litellm raises its own error types for unmapped models
+        return False
+    return info.get("input_cost_per_token") is not None
+
+
+def usage_of(results: Iterable[LaneResult], *, priced: bool) -> Usage:
+    chosen = list(results)
+    cost = round(sum(r.stats.usage.cost_usd for r in chosen), 8)
+    return Usage(
+        lanes=tuple(r.lane_id for r in chosen),
+        calls=sum(r.stats.usage.calls for r in chosen),
+        prompt_tokens=sum(r.stats.usage.prompt_tokens for r in chosen),
+        completion_tokens=sum(r.stats.usage.completion_tokens for r in chosen),
+        cost_usd=cost if priced else None,
+    )
+
+
+def lanes_materialized_in_run(
+    instance: DagsterInstance, run_id: str, session_id: str, keys: Sequence[AssetKey]
+) -> set[AssetKey]:
+    """The lane assets whose latest materialization of `session_id` was made by `run_id`."""
+    ran = set()
+    for key in keys:
+        records = instance.fetch_materializations(
+            AssetRecordsFilter(asset_key=key, asset_partitions=[session_id]), limit=1
+        ).records
+        if records and records[0].run_id == run_id:
+            ran.add(key)
+    return ran
+
+
+def _cell(text: str, limit: int = WARNING_MESSAGE_CHARS) -> str:
+    """One line, no table syntax, bounded."""
+    flat = " ".join(text.replace("|", "/").replace("`", "'").split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _cost(cost: float | None) -> str:
+    return UNKNOWN if cost is None else f"{cost:.6f}"
+
+
+def summary_markdown(
+    manifest: Manifest, results: Sequence[LaneResult], this_run: Usage, total: Usage
+) -> str:
+    """The Markdown summary of a published bundle (see the module docstring for what it may
+    hold)."""
+    lines = [
+        f"**Session** `{manifest.session_id}`: {manifest.validation_status}, "
+        f"{len(manifest.outputs)} lane file(s), {len(manifest.rejected)} rejection(s), "
+        f"{manifest.warnings} warning(s).",
+        "",
+        "| lane | status | records | chunks | called model | reused | rejections | warnings |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for lane in manifest.artifact_lanes:
+        lines.append(
+            f"| {lane.lane_id} | {lane.status} | {lane.records} | {lane.chunks.total} | "
+            f"{lane.chunks.called_model} | {lane.chunks.reused} | {lane.rejections} | "
+            f"{lane.warnings} |"
+        )
+    by_validator: dict[tuple[str, str], int] = {}
+    for rejection in manifest.rejected:
+        slot = (rejection.lane or "-", rejection.validator)
+        by_validator[slot] = by_validator.get(slot, 0) + 1
+    lines += ["", "**Rejections by validator**", ""]
+    if by_validator:
+        lines += ["| lane | validator | rejections |", "|---|---|---|"]
+        lines += [
+            f"| {lane} | {_cell(v, 80)} | {n} |" for (lane, v), n in sorted(by_validator.items())
+        ]
+    else:
+        lines.append("none")
+    warnings: list[RunWarning] = [w for r in results for w in r.warnings]
+    lines += ["", "**Warnings**", ""]
+    if warnings:
+        lines += ["| code | lane | chunk | message |", "|---|---|---|---|"]
+        for warning in warnings[:MAX_LISTED_WARNINGS]:
+            lines.append(
+                f"| {_cell(warning.code, 60)} | {warning.lane or '-'} | "
+                f"{warning.chunk_id or '-'} | {_cell(warning.message)} |"
+            )
+        if len(warnings) > MAX_LISTED_WARNINGS:
+            lines.append(f"\n…and {len(warnings) - MAX_LISTED_WARNINGS} more in warnings.json")
+    else:
+        lines.append("none")
+    lines += [
+        "",
+        "**LLM usage**",
+        "",
+        "| | lanes | calls | prompt tokens | completion tokens | cost (USD) |",
+        "|---|---|---|---|---|---|",
+        f"| this run | {len(this_run.lanes)} | {this_run.calls} | {this_run.prompt_tokens} | "
+        f"{this_run.completion_tokens} | {_cost(this_run.cost_usd)} |",
+        f"| bundle total | {len(total.lanes)} | {total.calls} | {total.prompt_tokens} | "
+        f"{total.completion_tokens} | {_cost(total.cost_usd)} |",
+    ]
+    return "\n".join(lines)
+
+
+def bundle_url(base_url: str, session_id: str) -> str:
+    return f"{base_url.rstrip('/')}/{session_id}/"
+
+
+def bundle_metadata(
+    *,
+    manifest: Manifest,
+    files: int,
+    path: Path,
+    results: Sequence[LaneResult],
+    ran_in_run: set[str],
+    model: str,
+    report_path: Path,
+    report_url: str | None = None,
+) -> dict[str, Any]:
+    """Everything the bundle asset records (counts, path, URL, summary, totals)."""
+    priced = model_has_price(model)
+    total = usage_of(results, priced=priced)
+    this_run = usage_of((r for r in results if r.lane_id in ran_in_run), priced=priced)
+    metadata: dict[str, Any] = {
+        "session_id": manifest.session_id,
+        "path": MetadataValue.path(str(path)),
+        "files": files,
+        "validation_status": manifest.validation_status,
+        "lanes": len(manifest.outputs),
+        "rejections": len(manifest.rejected),
+        "warnings": manifest.warnings,
+        "summary": MetadataValue.md(summary_markdown(manifest, results, this_run, total)),
+        # This run only (lanes materialized by it); a run that reused everything made 0 calls.
+        "llm_calls": this_run.calls,
+        "prompt_tokens": this_run.prompt_tokens,
+        "completion_tokens": this_run.completion_tokens,
+        "cost_usd": UNKNOWN if this_run.cost_usd is None else this_run.cost_usd,
+        "lanes_run": MetadataValue.json(sorted(this_run.lanes)),
+        # The artifact's totals (what the manifest's totals say).
+        "bundle_llm_calls": total.calls,
+        "bundle_prompt_tokens": total.prompt_tokens,
+        "bundle_completion_tokens": total.completion_tokens,
+        "bundle_cost_usd": UNKNOWN if total.cost_usd is None else total.cost_usd,
+        "wall_time_s": manifest.timing.wall_time_s,
+    }
+    base = os.environ.get(BUNDLE_BASE_URL_ENV, "").strip()
+    if base:
+        metadata["url"] = MetadataValue.url(bundle_url(base, manifest.session_id))
+    # The session report (assets/report.py) is rendered from this bundle right after it; its
+    # page lives at a fixed place beside the bundles.
+    metadata["report_path"] = MetadataValue.path(str(report_path))
+    if report_url:
+        metadata["report_url"] = MetadataValue.url(report_url)
+    return metadata

@@ -1,0 +1,118 @@
+"""The `session_bundle` asset's metadata as the UI shows it, on a real instance: the bundle's
+path (and URL when configured), the report's path, a content-safe Markdown summary, totals of
+this run only, and cost "unknown" for a model litellm has no price for."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from dagster import AssetKey, DagsterInstance
+
+from assets.bundle_summary import (
+    BUNDLE_BASE_URL_ENV,
+    UNKNOWN,
+    WARNING_MESSAGE_CHARS,
+    Usage,
+    model_has_price,
+    summary_markdown,
+)
+from assets.jobs import SESSION_JOB_NAME
+from notarius_dagster.engine.bundle_documents import Manifest
+from notarius_dagster.engine.lane_runner import LaneResult
+from notarius_dagster.engine.models import RunWarning
+from notarius_dagster.llm.test_double import scripted_llm
+from notarius_dagster.runner import build_run_definitions
+from tests.doubles import lane_responder
+from tests.test_dagster_materialization import REPO, SAMPLE, materialize
+
+BUNDLE = AssetKey("session_bundle")
+
+
+def bundle_meta(instance: DagsterInstance) -> dict:
+    event = instance.get_latest_materialization_event(BUNDLE)
+    assert event is not None and event.asset_materialization is not None
+    return dict(event.asset_materialization.metadata)
+
+
+def test_the_bundle_metadata_links_the_bundle_and_the_report_and_counts_this_run_only(
+    tmp_path: Path, instance: DagsterInstance, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(BUNDLE_BASE_URL_ENV, "https://bundles.example/notarius/")
+    monkeypatch.setenv("NOTARIUS_REPORT_BASE_URL", "https://bundles.example/reports")
+    with scripted_llm(lane_responder) as double:
+        bundle = materialize(tmp_path, instance)
+    meta = bundle_meta(instance)
+    assert Path(meta["path"].value) == bundle and (bundle / "index.json").is_file()
+    assert meta["url"].value == "https://bundles.example/notarius/sample/"
+    report = Path(meta["report_path"].value)
+    assert report == tmp_path / "data" / "bundles" / ".reports" / "sample.html"
+    assert report.is_file()
+    assert meta["report_url"].value == "https://bundles.example/reports/sample.html"
+    calls = len(double.calls)
+    assert calls > 0
+    assert meta["llm_calls"].value == meta["bundle_llm_calls"].value == calls
+    assert meta["cost_usd"].value == meta["bundle_cost_usd"].value == UNKNOWN
+    assert meta["lanes_run"].value == ["npcs"]
+    summary = meta["summary"].value
+    assert "| npcs | accepted |" in summary and "**Rejections by validator**" in summary
+    assert "| this run | 1 | " + str(calls) in summary and "| unknown |" in summary
+    texts = [json.loads(line)["text"] for line in SAMPLE.read_text().splitlines()]
+    assert not any(t in summary for t in texts if len(t) > 40)
+    assert str(tmp_path) not in summary
+
+    # A run that re-publishes the bundle alone reuses the stored lane: this run made no call,
+    # while the artifact's totals still count the calls that made it.
+    defs = build_run_definitions(
+        profile=REPO / "configs" / "offline.yaml",
+        data_root=tmp_path / "data",
+        llm_profile="test-double",
+    )
+    with scripted_llm(lane_responder) as again:
+        result = defs.resolve_job_def(SESSION_JOB_NAME).execute_in_process(
+            instance=instance, partition_key="sample", asset_selection=[BUNDLE]
+        )
+    assert result.success and again.calls == []
+    meta = bundle_meta(instance)
+    assert meta["llm_calls"].value == 0 and meta["lanes_run"].value == []
+    assert meta["bundle_llm_calls"].value == calls
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    assert manifest["totals"]["llm_calls"] == calls  # the manifest keeps the artifact's totals
+
+
+def test_the_summary_lists_warnings_content_safe_and_bounded(
+    tmp_path: Path, instance: DagsterInstance
+) -> None:
+    with scripted_llm(lane_responder):
+        bundle = materialize(tmp_path, instance)
+    manifest = Manifest.model_validate_json((bundle / "manifest.json").read_text())
+    long = "answer was cut | retried `twice` " * 20
+    result = LaneResult(
+        lane_id="npcs",
+        kind="dnd/npc-list",
+        status="accepted",
+        payload=None,
+        warnings=(
+            RunWarning(
+                stage="extract",
+                code="truncated_answer",
+                message=long,
+                lane="npcs",
+                chunk_id="chunk-0003",
+            ),
+        ),
+    )
+    usage = Usage(lanes=("npcs",), calls=2, prompt_tokens=10, completion_tokens=5, cost_usd=0.00012)
+    text = summary_markdown(manifest, [result], usage, usage)
+    [row] = [line for line in text.splitlines() if line.startswith("| truncated_answer")]
+    assert "| npcs | chunk-0003 |" in row
+    message = row.split("|")[4].strip()
+    assert len(message) <= WARNING_MESSAGE_CHARS and message.endswith("…")
+    assert "`" not in message
+    assert "| 0.000120 |" in text
+
+
+def test_a_priced_model_has_a_cost_and_an_unknown_one_does_not() -> None:
+    assert model_has_price("gpt-4o-mini")
+    assert not model_has_price("openai/smollm2-135m-instruct")

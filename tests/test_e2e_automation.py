@@ -1,0 +1,234 @@
+"""End to end with the real daemon: declarative automation as a person relies on it.
+
+`dagster dev` serves the complete profile with the automation sensor switched on
+(NOTARIUS_AUTOMATION=running, a 5 s interval) and the `npcs` lane reading a copy of its prompt
+(a `sitecustomize` hook on the servers' PYTHONPATH points the registered lane at the copy, as
+tests/lane_doubles.py's `use_prompt` does in process). Then:
+
+1. `notarius sessions add` registers a session; nothing is launched by hand, and the automation
+   sensor materializes the whole session.
+2. The copied prompt is edited and the code location reloaded (GraphQL
+   `reloadRepositoryLocation`, what the UI's *Reload* does): only `npcs` and what depends on it
+   re-materialize; `source_document`, `chunk_map` and `scene_descriptions` do not, and the
+   lanes that consume `npcs` make no model call (their chunks come from checkpoints).
+3. Every run carries the session, profile digest and model tags."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from dagster import AssetRecordsFilter, DagsterInstance
+
+from notarius_dagster.dnd.npcs.lane import LANE as NPCS
+from tests.e2e_servers import REPO, VENV_BIN, DagsterServers, start_servers
+
+SESSION = "e2e-auto"
+SAMPLE = REPO / "samples" / "crd3-c2e001-slice.jsonl"
+COMPLETE = REPO / "configs" / "dnd-complete.yaml"
+INTERVAL_S = 5
+WAIT_S = 420.0
+NPC_DEPENDANTS = ("combat_turns", "spells", "item_events", "npc_interactions")
+UNCHANGED = ("source_document", "chunk_map", "scene_descriptions")
+
+_HOOK = '''"""Test hook (tests/test_e2e_automation.py): the lane of kind KIND reads PROMPT."""
+import dataclasses
+import os
+from pathlib import Path
+
+_spec = os.environ.get("NOTARIUS_E2E_PROMPT_OVERRIDE", "")
+if _spec:
+    from notarius_dagster.engine import lanes as _lanes
+
+    _kind, _, _path = _spec.partition("=")
+    _original = _lanes.register_lane
+    _replaced = {}
+
+    def register_lane(lane):
+        if lane.kind == _kind:
+            lane = _replaced.setdefault(_kind, dataclasses.replace(lane, prompt=Path(_path)))
+        return _original(lane)
+
+    _lanes.register_lane = register_lane
+'''
+
+_SENSOR_TICKS = """
+query Ticks($name: String!) {
+  sensorOrError(sensorSelector: {repositoryLocationName: "notarius",
+                                 repositoryName: "__repository__", sensorName: $name}) {
+    __typename
+    ... on Sensor { sensorState { status ticks(limit: 5) { status } } }
+  }
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def automated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[DagsterServers, Path]]:
+    root = tmp_path_factory.mktemp("dagster-automation")
+    hook = root / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(_HOOK)
+    prompt = root / "npcs-prompt.md"
+    prompt.write_text(NPCS.prompt.read_text())
+    python_path = os.pathsep.join(
+        [str(hook), str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]
+    )
+    servers = start_servers(
+        root,
+        env={
+            "NOTARIUS_PROFILE": str(COMPLETE),
+            "NOTARIUS_TEST_DOUBLE_RESPONDER": "tests.lane_doubles:complete_responder",
+            "NOTARIUS_AUTOMATION": "running",
+            "NOTARIUS_AUTOMATION_INTERVAL": str(INTERVAL_S),
+            "NOTARIUS_E2E_PROMPT_OVERRIDE": f"{NPCS.kind}={prompt}",
+            "PYTHONPATH": python_path,
+        },
+    )
+    try:
+        yield servers, prompt
+    finally:
+        servers.stop()
+
+
+def wait_until(servers: DagsterServers, what: str, done: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        servers.assert_running()
+        failed = [r for r in servers.runs_of(SESSION) if r["status"] in {"FAILURE", "CANCELED"}]
+        if failed:
+            raise AssertionError(
+                f"run {failed[0]['runId']} ended {failed[0]['status']}\n{servers.log_tail()}"
+            )
+        if done():
+            return
+        time.sleep(2.0)
+    raise AssertionError(f"timed out waiting for {what}\n{servers.log_tail()}")
+
+
+def materializations(servers: DagsterServers) -> dict[str, list[str]]:
+    """Asset name -> the run ids of its materializations of SESSION, oldest first."""
+    previous = os.environ.get("DAGSTER_HOME")
+    os.environ["DAGSTER_HOME"] = str(servers.home)
+    try:
+        with DagsterInstance.get() as instance:
+            out = {}
+            for key in instance.get_asset_keys():
+                records = instance.fetch_materializations(
+                    AssetRecordsFilter(asset_key=key, asset_partitions=[SESSION]),
+                    limit=50,
+                    ascending=True,
+                ).records
+                if records:
+                    out[key.to_user_string()] = [r.run_id for r in records]
+            return out
+    finally:
+        if previous is None:
+            os.environ.pop("DAGSTER_HOME", None)
+        else:
+            os.environ["DAGSTER_HOME"] = previous
+
+
+def all_runs_finished(servers: DagsterServers) -> bool:
+    runs = servers.runs_of(SESSION)
+    return bool(runs) and all(r["status"] == "SUCCESS" for r in runs)
+
+
+def sensor_has_ticked(servers: DagsterServers) -> bool:
+    sensor = servers.graphql(_SENSOR_TICKS, {"name": "notarius_automation_sensor"})
+    state = sensor["sensorOrError"].get("sensorState") or {}
+    return state.get("status") == "RUNNING" and bool(state.get("ticks"))
+
+
+def manifest_lanes(servers: DagsterServers) -> dict[str, Any]:
+    manifest = json.loads((servers.bundles / SESSION / "manifest.json").read_text())
+    return {lane["lane_id"]: lane for lane in manifest["artifact_lanes"]}
+
+
+@pytest.mark.slow
+def test_a_prompt_edit_re_materializes_only_that_lane_and_its_dependants(
+    automated: tuple[DagsterServers, Path],
+) -> None:
+    servers, prompt = automated
+    entries = servers.graphql(
+        "{ workspaceOrError { ... on Workspace { locationEntries { name } } } }"
+    )["workspaceOrError"]["locationEntries"]
+    assert [e["name"] for e in entries] == ["notarius"]
+    wait_until(servers, "the automation sensor's first tick", lambda: sensor_has_ticked(servers))
+
+    transcript = servers.home.parent / "e2e-auto.jsonl"
+    transcript.write_text("\n".join(SAMPLE.read_text().splitlines()[:40]) + "\n")
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(servers.home),
+        "NOTARIUS_DATA": str(servers.data),
+        "PYTHONPATH": str(REPO),
+    }
+    added = subprocess.run(
+        [str(VENV_BIN / "notarius"), "sessions", "add", str(transcript)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert added.returncode == 0, added.stderr
+    assert "Nothing ran" in added.stdout
+
+    wait_until(
+        servers,
+        "the session's first materialization",
+        lambda: "session_report" in materializations(servers) and all_runs_finished(servers),
+    )
+    first = materializations(servers)
+    assert all(len(runs) == 1 for name, runs in first.items() if name != "transcript"), first
+    first_runs = {r["runId"] for r in servers.runs_of(SESSION)}
+    before = manifest_lanes(servers)
+    assert before["npcs"]["llm"]["calls"] > 0
+
+    prompt.write_text(prompt.read_text() + "\nPrefer full names.\n")
+    servers.reload_location()
+    wait_until(
+        servers,
+        "the re-run after the prompt edit",
+        lambda: (
+            len(materializations(servers).get("session_report", [])) == 2
+            and all_runs_finished(servers)
+        ),
+    )
+    time.sleep(3 * INTERVAL_S)  # a few more ticks: nothing else may be launched
+    assert all_runs_finished(servers)
+
+    after = materializations(servers)
+    for name in UNCHANGED:
+        assert after[name] == first[name], f"{name} re-materialized"
+    changed = ["npcs", *NPC_DEPENDANTS, "session_bundle", "session_report"]
+    if "evidence_context" in after:
+        changed.append("evidence_context")
+    for name in changed:
+        assert len(after[name]) == 2, f"{name}: {after[name]}"
+    [rerun] = {after["npcs"][1]}
+    assert all(after[name][1] == rerun for name in changed), "one run re-materialized them"
+    assert set(after) - set(changed) - set(UNCHANGED) <= {"transcript"}
+
+    lanes = manifest_lanes(servers)
+    assert lanes["npcs"]["chunks"]["reused"] == 0
+    assert lanes["npcs"]["llm"]["calls"] == before["npcs"]["llm"]["calls"]
+    for dependant in ("combat-turns", "spells", "item-events", "npc-interactions"):
+        chunks = lanes[dependant]["chunks"]
+        assert lanes[dependant]["llm"]["calls"] == 0 and chunks["reused"] == chunks["total"]
+    assert lanes["scene-descriptions"] == before["scene-descriptions"]
+
+    runs = servers.runs_of(SESSION)
+    assert {r["runId"] for r in runs} - first_runs == {rerun}
+    for run in runs:
+        tags = run["tags"]
+        assert tags["notarius/session"] == SESSION
+        assert tags["notarius/profile_digest"].startswith("sha256:")
+        assert tags["notarius/model"] and tags["notarius/profile"]
