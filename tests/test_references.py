@@ -14,6 +14,7 @@ from notarius_dagster.engine.catalog import CATALOG, ModuleSpec, ReferenceSlot
 from notarius_dagster.engine.config import parse_profile
 from notarius_dagster.engine.contracts import BaseExtractor, ExtractRequest, ModuleOutput
 from notarius_dagster.engine.errors import ProfileError, ReferenceError_
+from notarius_dagster.engine import references as references_module
 from notarius_dagster.engine.references import prepare_file, prepare_generated
 from notarius_dagster.engine.resolution import RuntimeBinding, resolve_pipeline
 from notarius_dagster.engine.transcripts import register_transcript
@@ -436,13 +437,13 @@ def test_each_reference_file_is_validated_before_parsing_and_read_once_by_its_us
     transcript.write_text(json.dumps({"text": "hello", "speaker": "DM"}) + "\n")
     register_transcript(tmp_path / "data" / "transcripts", "once", transcript)
     reads: list[str] = []
-    read_bytes = Path.read_bytes
+    read_file = references_module.read_regular_file
 
-    def counting(path: Path) -> bytes:
+    def counting(path: Path, limit: int, *, what: str, name: str) -> bytes:
         reads.append(path.name)
-        return read_bytes(path)
+        return read_file(path, limit, what=what, name=name)
 
-    monkeypatch.setattr(Path, "read_bytes", counting)
+    monkeypatch.setattr(references_module, "read_regular_file", counting)
     outcome = run_session(session_id="once", profile=cfg, data_root=tmp_path / "data",
                           instance=instance, quiet=True)
     assert outcome.success, outcome.error
