@@ -170,6 +170,18 @@ class _Resolver:
             return ResolvedBinding(origin="lane", lane=cfg.lane.strip(), **common)  # type: ignore[arg-type]
         assert cfg.path is not None
         path = (base / cfg.path).resolve()
+        if source != "runtime" and not Path(cfg.path).is_absolute():
+            # A relative path written in a profile is confined to the profile's folder (after
+            # symbolic links are resolved): a shared profile must not read `../../etc/passwd`.
+            # An absolute path is the author's explicit choice; runtime paths are the user's.
+            key_path = key if key.endswith(f".{slot.name}") else f"{key}.{slot.name}"
+            if not path.is_relative_to(base.resolve()):
+                raise self.fail(
+                    f"{key_path}.path",
+                    "a relative path must stay inside the profile's folder (it leads "
+                    "outside the profile's folder); give an absolute path to use a file "
+                    "elsewhere",
+                )
         return ResolvedBinding(origin="file", path=str(path), display=Path(cfg.path).name, **common)  # type: ignore[arg-type]
 
 
