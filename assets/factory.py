@@ -65,9 +65,12 @@ class RuntimeReferences(Config):
 
     references: dict[str, str] = {}
     unbind: list[str] = []
+    max_calls: int | None = None  # `notarius run --max-calls`: the run's call budget
 
     def overrides(self) -> RuntimeOverrides:
-        return RuntimeOverrides(references=dict(self.references), unbind=tuple(self.unbind))
+        return RuntimeOverrides(
+            references=dict(self.references), unbind=tuple(self.unbind), max_calls=self.max_calls
+        )
 
 
 def asset_name(lane_id: str) -> str:
@@ -80,11 +83,16 @@ def runtime_reference_assets(pipeline: ResolvedPipeline) -> list[str]:
 
 
 def runtime_references_config(
-    pipeline: ResolvedPipeline, references: Mapping[str, str], unbind: Sequence[str]
+    pipeline: ResolvedPipeline,
+    references: Mapping[str, str],
+    unbind: Sequence[str],
+    max_calls: int | None = None,
 ) -> dict[str, Any]:
     """Run config giving every asset that takes it the same runtime references (what
     `notarius run` passes; in the UI a person may give them to some assets only)."""
-    config = {"references": dict(references), "unbind": list(unbind)}
+    config: dict[str, Any] = {"references": dict(references), "unbind": list(unbind)}
+    if max_calls is not None:
+        config["max_calls"] = max_calls
     return {"ops": {name: {"config": config} for name in runtime_reference_assets(pipeline)}}
 
 

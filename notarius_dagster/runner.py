@@ -75,6 +75,7 @@ def run_session(
     lanes: Sequence[str] | None = None,
     instance: DagsterInstance | None = None,
     quiet: bool = False,
+    max_calls: int | None = None,
 ) -> RunOutcome:
     """Materialize one session. Raises NotariusError (before anything runs) for a profile or
     runtime references that do not resolve; a run that fails is an unsuccessful outcome."""
@@ -88,13 +89,16 @@ def run_session(
     overrides = RuntimeOverrides(
         references={b.selector: b.path for b in runtime_references},
         unbind=tuple(runtime_unbinds),
+        max_calls=max_calls,
     )
     plan.for_run(overrides)  # the check each asset makes, made once before the run
     defs = definitions_for(settings, plan)
     run_config: dict[str, Any] = {}
-    if overrides.active():
+    if overrides.active() or max_calls is not None:
         run_config.update(
-            runtime_references_config(plan.pipeline, overrides.references, overrides.unbind)
+            runtime_references_config(
+                plan.pipeline, overrides.references, overrides.unbind, max_calls
+            )
         )
     if not quiet:
         run_config["loggers"] = {"progress": {"config": {"log_level": "INFO"}}}
