@@ -10,6 +10,7 @@ cursor as JSON.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 from dagster import (
@@ -31,6 +32,7 @@ from assets.jobs import materialize_session
 from assets.partitions import sessions_partitions
 from notarius_dagster.engine.inputs import EXTENSION_FORMATS
 from notarius_dagster.inbox import InboxCursor, InboxLimits, InboxTranscript, take_inbox
+from notarius_dagster.run_guard import session_tags
 from notarius_dagster.store import StorePaths
 
 INBOX_SENSOR_NAME = "inbox_sensor"
@@ -89,7 +91,8 @@ def build_inbox_sensor(store: StorePaths, limits: InboxLimits | None = None) -> 
                                     readded=transcript.session_id in intake.readded),
                 partition_key=transcript.session_id,
                 tags={"notarius/inbox_file": transcript.name[:200],
-                      "notarius/content_sha256": transcript.sha256},
+                      "notarius/content_sha256": transcript.sha256,
+                      **session_tags(transcript.session_id)},
             )
             for transcript in intake.taken
         ]
@@ -106,5 +109,10 @@ def build_inbox_sensor(store: StorePaths, limits: InboxLimits | None = None) -> 
     return inbox_sensor
 
 
-def build_sensors(store: StorePaths) -> list[SensorDefinition]:
-    return [build_inbox_sensor(store)]
+def build_sensors(store: StorePaths, max_transcript_bytes: int | None = None) -> list[SensorDefinition]:
+    """The inbox sensor; `max_transcript_bytes` is the profile's `pipeline.limits` bound (files
+    above it are skipped with a reason instead of starting a run that would be refused)."""
+    limits = InboxLimits.from_env()
+    if max_transcript_bytes is not None:
+        limits = dataclasses.replace(limits, max_transcript_bytes=max_transcript_bytes)
+    return [build_inbox_sensor(store, limits)]

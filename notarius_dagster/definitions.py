@@ -70,7 +70,8 @@ def definitions_for(settings: Settings, plan: RunPipeline) -> Definitions:
     return Definitions(
         assets=[*build_session_assets(plan, extra=extra_assets(pipeline)), build_report_asset()],
         asset_checks=build_asset_checks(pipeline),
-        sensors=[*build_sensors(settings.store), build_stale_lanes_sensor()],
+        sensors=[*build_sensors(settings.store, pipeline.limits.max_transcript_bytes),
+                 build_stale_lanes_sensor()],
         jobs=[materialize_session],
         resources={
             "io_manager": JsonAssetIOManager(root=str(settings.store.asset_values)),

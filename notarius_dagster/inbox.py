@@ -47,6 +47,7 @@ from typing import Literal
 
 from notarius_dagster.engine.errors import SessionIdError
 from notarius_dagster.engine.inputs import EXTENSION_FORMATS
+from notarius_dagster.engine.limits import DEFAULT_INPUT_LIMITS
 from notarius_dagster.engine.session_ids import session_id_from_filename
 from notarius_dagster.engine.transcripts import register_transcript
 
@@ -78,6 +79,8 @@ class InboxLimits:
     max_scan: int = 200
     max_runs: int = 10
     settle_s: float = 2.0
+    max_transcript_bytes: int = DEFAULT_INPUT_LIMITS.max_transcript_bytes
+    """A bigger file is skipped, not copied: its run would be refused (engine/limits.py)."""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> InboxLimits:
@@ -355,7 +358,13 @@ def scan_inbox(
                 )
             )
             continue
-        found = read_whole(inbox / name, session, settle_s=limits.settle_s, now=now)
+        found = read_whole(
+            inbox / name,
+            session,
+            settle_s=limits.settle_s,
+            now=now,
+            max_bytes=limits.max_transcript_bytes,
+        )
         if isinstance(found, Skipped):
             skipped.append(found)
             continue

@@ -20,6 +20,7 @@ from assets.jobs import SESSION_JOB_NAME
 from assets.partitions import sessions_partitions
 from notarius_dagster.engine.resolution import RuntimeBinding
 from notarius_dagster.engine.session_steps import RuntimeOverrides
+from notarius_dagster.run_guard import cli_run_tags
 from notarius_dagster.settings import Settings
 from notarius_dagster.store import store_paths
 
@@ -106,7 +107,8 @@ def run_session(
     instance.add_dynamic_partitions(sessions_partitions.name or "sessions", [session_id])
     job = defs.resolve_job_def(SESSION_JOB_NAME)
     result = job.execute_in_process(
-        instance=instance, partition_key=session_id, raise_on_error=False, run_config=run_config
+        instance=instance, partition_key=session_id, raise_on_error=False, run_config=run_config,
+        tags=cli_run_tags(session_id),
     )
     error = None
     if not result.success:
