@@ -23,6 +23,7 @@ from dagster import (
     AssetsDefinition,
     AssetSpec,
     Config,
+    DagsterEventType,
     Failure,
     MaterializeResult,
     Output,
@@ -40,7 +41,7 @@ from notarius_dagster.engine.errors import (
     NotariusError,
     TransientLLMError,
 )
-from notarius_dagster.engine.lane_runner import LaneResult
+from notarius_dagster.engine.lane_runner import LaneDeadline, LaneResult
 from notarius_dagster.engine.models import SourceDocument
 from notarius_dagster.engine.resolution import ResolvedLane, ResolvedPipeline
 from notarius_dagster.engine.session_bundle import publish_session_bundle
@@ -165,6 +166,22 @@ def build_chunk_map_asset(plan: RunPipeline) -> AssetsDefinition:
     return chunk_map
 
 
+STEP_RETRY_WAIT_S = 10
+"""Seconds between a lane step's tries after a transient provider error (2 more tries)."""
+
+
+def lane_deadline(context: AssetExecutionContext, step_key: str, seconds: float) -> LaneDeadline:
+    """The lane's deadline, counted from its step's first try in this run: Dagster's step
+    retries share one deadline instead of multiplying it."""
+    started = time.time()
+    if context.retry_number > 0:
+        starts = context.instance.all_logs(context.run_id, of_type=DagsterEventType.STEP_START)
+        first = [e.timestamp for e in starts if e.step_key == step_key]
+        if first:
+            started = min(first)
+    return LaneDeadline.starting_at(started, seconds)
+
+
 def build_lane_asset(plan: RunPipeline, lane: ResolvedLane) -> AssetsDefinition:
     ins = {"source_document": AssetIn("source_document"), "chunk_map": AssetIn("chunk_map")}
     for dep in lane.depends_on:
@@ -188,6 +205,7 @@ def build_lane_asset(plan: RunPipeline, lane: ResolvedLane) -> AssetsDefinition:
         store: BundleStore,
         **upstream: Any,
     ) -> Output[LaneResult]:
+        deadline = lane_deadline(context, asset_name(lane.id), llm.profile.lane_deadline_s)
         try:
             result = run_lane_step(
                 plan,
@@ -202,9 +220,12 @@ def build_lane_asset(plan: RunPipeline, lane: ResolvedLane) -> AssetsDefinition:
                 max_concurrency=llm.profile.max_concurrency,
                 checkpoints=store.checkpoint_store(),
                 progress=lambda msg: context.log.info(f"progress: {msg}"),
+                deadline=deadline,
             )
         except TransientLLMError as exc:
-            raise RetryRequested(max_retries=2, seconds_to_wait=10) from exc
+            if deadline.remaining() <= STEP_RETRY_WAIT_S:  # a retry would start past it
+                raise _fail(deadline.error(lane.id, cause=str(exc)), f"lane {lane.id}") from None
+            raise RetryRequested(max_retries=2, seconds_to_wait=STEP_RETRY_WAIT_S) from exc
         except LLMUnavailableError as exc:
             raise _fail(exc, f"lane {lane.id}: the chosen LLM tier is unavailable") from None
         except (LLMError, NotariusError) as exc:

@@ -29,7 +29,7 @@ from notarius_dagster.engine.checkpoints import CheckpointStore
 from notarius_dagster.engine.chunk_stage import ChunkResult, run_chunk_stage
 from notarius_dagster.engine.errors import NotariusError, ReferenceError_
 from notarius_dagster.engine.inputs import parse_transcript
-from notarius_dagster.engine.lane_runner import LaneResult, LaneStats, run_lane
+from notarius_dagster.engine.lane_runner import LaneDeadline, LaneResult, LaneStats, run_lane
 from notarius_dagster.engine.llm_contract import StructuredClient
 from notarius_dagster.engine.limits import check_budget, estimate_run
 from notarius_dagster.engine.models import Chunk, Frozen, SourceDocument
@@ -202,6 +202,7 @@ def run_lane_step(
     max_concurrency: int,
     checkpoints: CheckpointStore | None,
     progress: Progress | None = None,
+    deadline: LaneDeadline | None = None,
 ) -> LaneResult:
     """Run one lane of the run's pipeline. `upstream` holds the results of the lanes it
     depends on in the asset graph, by lane id. Its references (files and other lanes'
@@ -225,6 +226,7 @@ def run_lane_step(
             max_concurrency=max_concurrency,
             checkpoints=checkpoints,
             progress=progress,
+            deadline=deadline,
         )
     return result.model_copy(
         update={
