@@ -109,7 +109,9 @@ def build_inbox_sensor(store: StorePaths, limits: InboxLimits | None = None) -> 
     return inbox_sensor
 
 
-def build_sensors(store: StorePaths, max_transcript_bytes: int | None = None) -> list[SensorDefinition]:
+def build_sensors(
+    store: StorePaths, max_transcript_bytes: int | None = None
+) -> list[SensorDefinition]:
     """The inbox sensor; `max_transcript_bytes` is the profile's `pipeline.limits` bound (files
     above it are skipped with a reason instead of starting a run that would be refused)."""
     limits = InboxLimits.from_env()

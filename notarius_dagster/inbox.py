@@ -33,8 +33,8 @@ Environment (read when the code location loads):
 from __future__ import annotations
 
 import bisect
-import hashlib
 import errno
+import hashlib
 import json
 import os
 import stat

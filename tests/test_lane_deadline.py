@@ -51,19 +51,26 @@ def provider(monkeypatch: pytest.MonkeyPatch) -> Iterator[HangingProvider]:
     server.shutdown()
 
 
-def run_hanging(tmp_path: Path, instance: DagsterInstance, port: int, *, timeout_s: float,
-                deadline_s: float) -> tuple[str, str | None, float]:
-    text = (REPO / "configs" / "offline.yaml").read_text().replace(
-        "llm_profile: offline", "llm_profile: hang")
-    text += (f"llm_profiles:\n  hang: {{model: openai/hang, api_base: 'http://127.0.0.1:{port}/v1',"
-             f" api_key_env: NOTARIUS_FAKE_KEY, timeout_s: {timeout_s}, retries: 0,"
-             f" lane_deadline_s: {deadline_s}}}\n")
+def run_hanging(
+    tmp_path: Path, instance: DagsterInstance, port: int, *, timeout_s: float, deadline_s: float
+) -> tuple[str, str | None, float]:
+    text = (
+        (REPO / "configs" / "offline.yaml")
+        .read_text()
+        .replace("llm_profile: offline", "llm_profile: hang")
+    )
+    text += (
+        f"llm_profiles:\n  hang: {{model: openai/hang, api_base: 'http://127.0.0.1:{port}/v1',"
+        f" api_key_env: NOTARIUS_FAKE_KEY, timeout_s: {timeout_s}, retries: 0,"
+        f" lane_deadline_s: {deadline_s}}}\n"
+    )
     cfg = tmp_path / "hang.yaml"
     cfg.write_text(text)
     register_transcript(tmp_path / "data" / "transcripts", "s1", SAMPLE)
     started = time.monotonic()
-    outcome = run_session(session_id="s1", profile=cfg, data_root=tmp_path / "data",
-                          instance=instance, quiet=True)
+    outcome = run_session(
+        session_id="s1", profile=cfg, data_root=tmp_path / "data", instance=instance, quiet=True
+    )
     assert not outcome.success
     return outcome.run_id, outcome.error, time.monotonic() - started
 
@@ -72,14 +79,16 @@ def run_hanging(tmp_path: Path, instance: DagsterInstance, port: int, *, timeout
 def test_a_hanging_provider_fails_the_lane_at_its_deadline(
     tmp_path: Path, instance: DagsterInstance, provider: HangingProvider
 ) -> None:
-    run_id, error, elapsed = run_hanging(tmp_path, instance, provider.server_address[1],
-                                         timeout_s=60, deadline_s=2)
+    run_id, error, elapsed = run_hanging(
+        tmp_path, instance, provider.server_address[1], timeout_s=60, deadline_s=2
+    )
     assert error is not None and error.startswith("npcs: ")
     assert "stopped at its deadline of 2 s (LLM profile lane_deadline_s)" in error
     assert re.search(r"with 0 of \d+ chunks done", error)
     assert elapsed < 30  # not the 60 s call timeout, let alone three step tries of it
     tries = instance.all_logs(
-        run_id, of_type={DagsterEventType.STEP_START, DagsterEventType.STEP_RESTARTED})
+        run_id, of_type={DagsterEventType.STEP_START, DagsterEventType.STEP_RESTARTED}
+    )
     assert [e.step_key for e in tries].count("npcs") == 1  # no step retry at the deadline
 
 
@@ -90,10 +99,12 @@ def test_step_retries_share_the_lane_deadline(
     """Each call times out after 1 s (a transient error): the first try asks for a step
     retry (14 s remain), the second try's timeout leaves less than the retry wait, so the lane
     fails naming the deadline: two tries, not three."""
-    run_id, error, _ = run_hanging(tmp_path, instance, provider.server_address[1],
-                                   timeout_s=1, deadline_s=15)
+    run_id, error, _ = run_hanging(
+        tmp_path, instance, provider.server_address[1], timeout_s=1, deadline_s=15
+    )
     assert error is not None and "deadline of 15 s" in error
     tries = instance.all_logs(
-        run_id, of_type={DagsterEventType.STEP_START, DagsterEventType.STEP_RESTARTED})
+        run_id, of_type={DagsterEventType.STEP_START, DagsterEventType.STEP_RESTARTED}
+    )
     assert [e.step_key for e in tries].count("npcs") == 2
     assert provider.hits == 2

@@ -43,28 +43,39 @@ def jsonl(*texts: str, ids: list[int] | None = None) -> bytes:
 def test_a_transcript_over_the_byte_limit_is_refused_before_parsing() -> None:
     raw = jsonl("a" * 50, "b")
     with pytest.raises(InputError, match=r"t.jsonl: the transcript is \d+ bytes; the limit is 40"):
-        parse_transcript(raw, file_name="t.jsonl", source_id="s",
-                         limits=InputLimits(max_transcript_bytes=40))
+        parse_transcript(
+            raw, file_name="t.jsonl", source_id="s", limits=InputLimits(max_transcript_bytes=40)
+        )
 
 
 def test_too_many_units_are_refused() -> None:
     with pytest.raises(InputError, match="t.jsonl: 3 units; the limit is 2"):
-        parse_transcript(jsonl("a", "b", "c"), file_name="t.jsonl", source_id="s",
-                         limits=InputLimits(max_units=2))
+        parse_transcript(
+            jsonl("a", "b", "c"),
+            file_name="t.jsonl",
+            source_id="s",
+            limits=InputLimits(max_units=2),
+        )
 
 
-@pytest.mark.parametrize(("name", "raw", "where"), [
-    ("t.jsonl", b"\n" + jsonl("short", SECRET * 10), "t.jsonl line 3"),
-    ("t.txt", f"DM: short\n\nDM: {SECRET * 10}\n".encode(), "t.txt line 3"),
-    ("t.srt", f"1\n00:00:01,000 --> 00:00:02,000\nshort\n\n2\n00:00:03,000 --> 00:00:04,000\n"
-              f"{SECRET * 10}\n".encode(), "t.srt cue 2"),
-])
+@pytest.mark.parametrize(
+    ("name", "raw", "where"),
+    [
+        ("t.jsonl", b"\n" + jsonl("short", SECRET * 10), "t.jsonl line 3"),
+        ("t.txt", f"DM: short\n\nDM: {SECRET * 10}\n".encode(), "t.txt line 3"),
+        (
+            "t.srt",
+            f"1\n00:00:01,000 --> 00:00:02,000\nshort\n\n2\n00:00:03,000 --> 00:00:04,000\n"
+            f"{SECRET * 10}\n".encode(),
+            "t.srt cue 2",
+        ),
+    ],
+)
 def test_a_unit_over_the_character_limit_is_refused_naming_its_line(
     name: str, raw: bytes, where: str
 ) -> None:
     with pytest.raises(InputError) as caught:
-        parse_transcript(raw, file_name=name, source_id="s",
-                         limits=InputLimits(max_unit_chars=100))
+        parse_transcript(raw, file_name=name, source_id="s", limits=InputLimits(max_unit_chars=100))
     message = str(caught.value)
     assert message.startswith(where) and "260 characters; the limit is 100" in message
     assert SECRET not in message
@@ -81,8 +92,9 @@ def test_default_limits_accept_the_sample_and_refuse_a_1mb_unit() -> None:
 def test_unit_ids_beyond_signed_64_bits_are_refused_naming_the_line(bad: int) -> None:
     with pytest.raises(InputError, match="t.jsonl line 2: key 'unit_id' must fit a signed 64-bit"):
         parse_transcript(jsonl("a", "b", ids=[1, bad]), file_name="t.jsonl", source_id="s")
-    ok = parse_transcript(jsonl("a", "b", ids=[-(2**63), 2**63 - 1]), file_name="t.jsonl",
-                          source_id="s")
+    ok = parse_transcript(
+        jsonl("a", "b", ids=[-(2**63), 2**63 - 1]), file_name="t.jsonl", source_id="s"
+    )
     assert [u.unit_id for u in ok.units] == [-(2**63), 2**63 - 1]
 
 
@@ -104,10 +116,16 @@ def test_a_profile_that_is_not_a_regular_file_is_refused(tmp_path: Path) -> None
 
 
 def test_limits_and_budget_are_profile_keys_with_checked_values() -> None:
-    data = {"version": 1, "pipeline": {
-        "id": "x", "llm_profile": "test-double", "lanes": [{"id": "npcs", "extract": {
-            "module": "dnd.npcs.extract"}}],
-        "limits": {"max_units": 10}, "budget": {"max_calls": 5}}}
+    data = {
+        "version": 1,
+        "pipeline": {
+            "id": "x",
+            "llm_profile": "test-double",
+            "lanes": [{"id": "npcs", "extract": {"module": "dnd.npcs.extract"}}],
+            "limits": {"max_units": 10},
+            "budget": {"max_calls": 5},
+        },
+    }
     parsed = parse_profile(data, profile_name="p.yaml")
     assert parsed.pipeline.limits.max_units == 10 and parsed.pipeline.budget.max_calls == 5
     assert parsed.pipeline.limits.max_unit_chars == 8_000
@@ -143,14 +161,27 @@ def test_a_run_over_its_budget_fails_at_chunk_map_before_any_call(
     sample = REPO / "samples" / "crd3-c2e001-slice.jsonl"
     register_transcript(tmp_path / "data" / "transcripts", "s1", sample)
     cfg = profile_file(tmp_path, "  budget: {max_calls: 3}\n")
-    outcome = run_session(session_id="s1", profile=cfg, data_root=tmp_path / "data",
-                          llm_profile="test-double", instance=instance, quiet=True)
+    outcome = run_session(
+        session_id="s1",
+        profile=cfg,
+        data_root=tmp_path / "data",
+        llm_profile="test-double",
+        instance=instance,
+        quiet=True,
+    )
     assert not outcome.success and outcome.error is not None
     assert outcome.error.startswith("chunk_map: ")
     assert "model calls (budget 3)" in outcome.error and "pipeline.budget" in outcome.error
     assert not (tmp_path / "data" / "bundles" / "s1").exists()
-    cli = run_session(session_id="s1", profile=profile_file(tmp_path), data_root=tmp_path / "data",
-                      llm_profile="test-double", instance=instance, quiet=True, max_calls=3)
+    cli = run_session(
+        session_id="s1",
+        profile=profile_file(tmp_path),
+        data_root=tmp_path / "data",
+        llm_profile="test-double",
+        instance=instance,
+        quiet=True,
+        max_calls=3,
+    )
     assert not cli.success and cli.error is not None and "--max-calls" in cli.error
 
 
@@ -160,9 +191,14 @@ def test_a_50mb_transcript_is_refused_quickly(tmp_path: Path, instance: DagsterI
     big.write_text(line * (50_000_000 // len(line)))
     register_transcript(tmp_path / "data" / "transcripts", "big", big)
     started = time.monotonic()
-    outcome = run_session(session_id="big", profile=profile_file(tmp_path),
-                          data_root=tmp_path / "data", llm_profile="test-double",
-                          instance=instance, quiet=True)
+    outcome = run_session(
+        session_id="big",
+        profile=profile_file(tmp_path),
+        data_root=tmp_path / "data",
+        llm_profile="test-double",
+        instance=instance,
+        quiet=True,
+    )
     assert not outcome.success and outcome.error is not None
     assert "the transcript is" in outcome.error and "the limit is 20000000" in outcome.error
     assert time.monotonic() - started < 60

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from notarius_dagster.engine.bundle import encode_bundle, publish_bundle, LogicalFile
+from notarius_dagster.engine.bundle import LogicalFile, encode_bundle, publish_bundle
 
 FILES = 6
 
@@ -102,7 +102,9 @@ with publication_lock(Path(sys.argv[1]), "s1"):
 @pytest.mark.timeout(60)
 def test_a_killed_lock_holder_does_not_block_the_next_publisher(tmp_path: Path) -> None:
     holder = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(tmp_path)], stdout=subprocess.PIPE, text=True,
+        [sys.executable, "-c", HOLDER, str(tmp_path)],
+        stdout=subprocess.PIPE,
+        text=True,
         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
     )
     try:

@@ -89,7 +89,8 @@ def test_runtime_paths_stay_relative_to_the_working_directory(tmp_path: Path) ->
     (tmp_path / "g.txt").write_text("x")
     cfg = write_profile(folder, "inside.txt")
     resolved = resolve_profile_file(
-        cfg, runtime_references=[RuntimeBinding(selector="npcs", path="../g.txt")],
+        cfg,
+        runtime_references=[RuntimeBinding(selector="npcs", path="../g.txt")],
         cwd=tmp_path / "a",
     )
     assert glossary_path(resolved) == str((tmp_path / "g.txt").resolve())

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from dagster import AssetKey, DagsterInstance
 
+from notarius_dagster.engine import references as references_module
 from notarius_dagster.engine.catalog import CATALOG, ModuleSpec, ReferenceSlot
 from notarius_dagster.engine.config import parse_profile
 from notarius_dagster.engine.contracts import BaseExtractor, ExtractRequest, ModuleOutput
 from notarius_dagster.engine.errors import ProfileError, ReferenceError_
-from notarius_dagster.engine import references as references_module
 from notarius_dagster.engine.references import prepare_file, prepare_generated
 from notarius_dagster.engine.resolution import RuntimeBinding, resolve_pipeline
 from notarius_dagster.engine.transcripts import register_transcript

@@ -60,22 +60,45 @@ def provider() -> Iterator[HangingProvider]:
 
 def env_for(tmp_path: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NOTARIUS_", "DAGSTER_"))}
-    env.update({"DAGSTER_HOME": str(tmp_path / "home"), "PYTHONPATH": str(REPO),
-                "NOTARIUS_TEST_DOUBLE_RESPONDER": "tests.doubles:lane_responder",
-                "NOTARIUS_FAKE_KEY": "sk-test-not-a-key", "COLUMNS": "160"})
+    env.update(
+        {
+            "DAGSTER_HOME": str(tmp_path / "home"),
+            "PYTHONPATH": str(REPO),
+            "NOTARIUS_TEST_DOUBLE_RESPONDER": "tests.doubles:lane_responder",
+            "NOTARIUS_FAKE_KEY": "sk-test-not-a-key",
+            "COLUMNS": "160",
+        }
+    )
     return env
 
 
 def run_args(tmp_path: Path, config: Path, *extra: str) -> list[str]:
-    return [str(NOTARIUS), "run", str(SAMPLE), "--config", str(config), "--session-id", "s1",
-            "--out", str(tmp_path / "bundles"), "--data", str(tmp_path / "data"), *extra]
+    return [
+        str(NOTARIUS),
+        "run",
+        str(SAMPLE),
+        "--config",
+        str(config),
+        "--session-id",
+        "s1",
+        "--out",
+        str(tmp_path / "bundles"),
+        "--data",
+        str(tmp_path / "data"),
+        *extra,
+    ]
 
 
 def hanging_profile(tmp_path: Path, port: int) -> Path:
-    text = (REPO / "configs" / "offline.yaml").read_text().replace(
-        "llm_profile: offline", "llm_profile: hang")
-    text += (f"llm_profiles:\n  hang: {{model: openai/hang, api_base: 'http://127.0.0.1:{port}/v1',"
-             " api_key_env: NOTARIUS_FAKE_KEY, timeout_s: 90, retries: 0}\n")
+    text = (
+        (REPO / "configs" / "offline.yaml")
+        .read_text()
+        .replace("llm_profile: offline", "llm_profile: hang")
+    )
+    text += (
+        f"llm_profiles:\n  hang: {{model: openai/hang, api_base: 'http://127.0.0.1:{port}/v1',"
+        " api_key_env: NOTARIUS_FAKE_KEY, timeout_s: 90, retries: 0}\n"
+    )
     cfg = tmp_path / "hang.yaml"
     cfg.write_text(text)
     return cfg
@@ -89,8 +112,13 @@ def test_a_second_cli_run_is_refused_and_a_killed_one_is_failed_by_the_next(
     shutil.copy(REPO / "dagster.yaml", tmp_path / "home" / "dagster.yaml")
     env = env_for(tmp_path)
     cfg = hanging_profile(tmp_path, provider.server_address[1])
-    first = subprocess.Popen(run_args(tmp_path, cfg), cwd=tmp_path, env=env,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    first = subprocess.Popen(
+        run_args(tmp_path, cfg),
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 240
         while provider.hits == 0 and time.monotonic() < deadline and first.poll() is None:
@@ -103,9 +131,15 @@ def test_a_second_cli_run_is_refused_and_a_killed_one_is_failed_by_the_next(
             assert hung.tags[SESSION_TAG] == "s1" and hung.tags[CLI_PID_TAG] == str(first.pid)
             assert CLI_HOST_TAG in hung.tags
 
-        second = subprocess.run(run_args(tmp_path, cfg, "--llm-profile", "test-double"),
-                                cwd=tmp_path, env=env, capture_output=True, text=True,
-                                timeout=300, check=False)
+        second = subprocess.run(
+            run_args(tmp_path, cfg, "--llm-profile", "test-double"),
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
         assert second.returncode == 1
         assert "has a run queued or in progress" in second.stderr
         assert hung.run_id in second.stderr and "Traceback" not in second.stderr
@@ -116,16 +150,24 @@ def test_a_second_cli_run_is_refused_and_a_killed_one_is_failed_by_the_next(
         if first.poll() is None:
             first.kill()
 
-    third = subprocess.run(run_args(tmp_path, cfg, "--llm-profile", "test-double"),
-                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
-                           check=False)
+    third = subprocess.run(
+        run_args(tmp_path, cfg, "--llm-profile", "test-double"),
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert third.returncode == 0, third.stderr
     with DagsterInstance.from_config(str(tmp_path / "home")) as instance:
         old = instance.get_run_by_id(hung.run_id)
         assert old is not None and old.status == DagsterRunStatus.FAILURE
         failures = instance.all_logs(hung.run_id, of_type=DagsterEventType.RUN_FAILURE)
-        assert any(f"pid {first.pid}" in (e.message or "") and "killed or crashed" in
-                   (e.message or "") for e in failures)
+        assert any(
+            f"pid {first.pid}" in (e.message or "") and "killed or crashed" in (e.message or "")
+            for e in failures
+        )
         statuses = sorted(r.status.value for r in instance.get_runs())
         assert statuses == ["FAILURE", "SUCCESS"]
 
@@ -142,8 +184,14 @@ def test_the_instance_config_limits_one_run_per_session_and_monitors_runs(
         (home / "dagster.yaml").write_text(text)
         with DagsterInstance.from_config(str(home)) as instance:
             limits = instance.get_concurrency_config().run_queue_config.tag_concurrency_limits
-            assert {"key": "notarius/session", "value": {"applyLimitPerUniqueValue": True},
-                    "limit": 1} in limits
-            assert {"key": "dagster/partition", "value": {"applyLimitPerUniqueValue": True},
-                    "limit": 1} in limits
+            assert {
+                "key": "notarius/session",
+                "value": {"applyLimitPerUniqueValue": True},
+                "limit": 1,
+            } in limits
+            assert {
+                "key": "dagster/partition",
+                "value": {"applyLimitPerUniqueValue": True},
+                "limit": 1,
+            } in limits
             assert instance.run_monitoring_enabled

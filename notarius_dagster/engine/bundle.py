@@ -116,8 +116,8 @@ def _fsync_dir(path: Path) -> None:
 
 LOCKS_DIR = ".locks"
 RETAIN_REPLACED_S = 60.0
-"""A version replaced less than this many seconds ago is kept even when it is not the one before the current
-one: a reader that resolved the link into it a moment ago can finish reading it."""
+"""A version replaced less than this many seconds ago is kept, whatever else: a reader that
+resolved the link into it a moment ago can finish reading it."""
 
 
 @contextmanager
@@ -127,7 +127,8 @@ def publication_lock(root: Path, session_id: str) -> Iterator[None]:
     holder's process dies (kill -9 included), so a crashed publisher never blocks the next."""
     locks = Path(root) / LOCKS_DIR
     locks.mkdir(parents=True, exist_ok=True)
-    fd = os.open(locks / f"{session_id}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC
+    fd = os.open(locks / f"{session_id}.lock", flags, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

@@ -30,8 +30,8 @@ from notarius_dagster.engine.chunk_stage import ChunkResult, run_chunk_stage
 from notarius_dagster.engine.errors import NotariusError, ReferenceError_
 from notarius_dagster.engine.inputs import parse_transcript
 from notarius_dagster.engine.lane_runner import LaneDeadline, LaneResult, LaneStats, run_lane
-from notarius_dagster.engine.llm_contract import StructuredClient
 from notarius_dagster.engine.limits import check_budget, estimate_run
+from notarius_dagster.engine.llm_contract import StructuredClient
 from notarius_dagster.engine.models import Chunk, Frozen, SourceDocument
 from notarius_dagster.engine.references import (
     prepare_file,
