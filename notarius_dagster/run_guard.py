@@ -89,7 +89,10 @@ def guard_session_run(session_id: str, instance: DagsterInstance | None = None) 
     """What `notarius run` checks before it touches the session: orphaned CLI runs are failed,
     then any run of the session still queued or in progress refuses this one (SessionBusyError,
     naming the run and its status)."""
-    instance = instance or DagsterInstance.get()
+    if instance is None:
+        with DagsterInstance.get() as owned:  # disposed here: the run opens its own
+            guard_session_run(session_id, owned)
+        return
     fail_orphaned_cli_runs(instance)
     busy = {}
     for tag in (SESSION_TAG, PARTITION_TAG):

@@ -195,3 +195,64 @@ def test_the_instance_config_limits_one_run_per_session_and_monitors_runs(
                 "limit": 1,
             } in limits
             assert instance.run_monitoring_enabled
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
+
+
+def test_sessions_list_fails_orphaned_cli_runs_of_this_host_only(tmp_path: Path) -> None:
+    """A run tagged with a pid of this host that is gone is reported failed with the reason;
+    a live pid's run and another host's run are left alone."""
+    import socket
+
+    from dagster import job, op
+
+    @op
+    def nothing() -> None:
+        pass
+
+    @job
+    def tagged() -> None:
+        nothing()
+
+    home = tmp_path / "home"
+    home.mkdir()
+    shutil.copy(REPO / "dagster.yaml", home / "dagster.yaml")
+    host = socket.gethostname()
+    with DagsterInstance.from_config(str(home)) as instance:
+        runs = {
+            name: instance.create_run_for_job(
+                tagged, tags={CLI_HOST_TAG: h, CLI_PID_TAG: str(pid), SESSION_TAG: "s1"}
+            ).run_id
+            for name, h, pid in [
+                ("dead", host, _dead_pid()),
+                ("alive", host, os.getpid()),
+                ("elsewhere", "another-host", _dead_pid()),
+            ]
+        }
+    env = env_for(tmp_path)
+    listed = subprocess.run(
+        [str(NOTARIUS), "sessions", "list", "--json"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert listed.returncode == 0, listed.stderr
+    with DagsterInstance.from_config(str(home)) as instance:
+        status = {
+            name: instance.get_run_by_id(run_id).status  # type: ignore[union-attr]
+            for name, run_id in runs.items()
+        }
+        assert status == {
+            "dead": DagsterRunStatus.FAILURE,
+            "alive": DagsterRunStatus.NOT_STARTED,
+            "elsewhere": DagsterRunStatus.NOT_STARTED,
+        }
+        (failure,) = instance.all_logs(runs["dead"], of_type=DagsterEventType.RUN_FAILURE)
+        assert "ended without finishing it (killed or crashed)" in (failure.message or "")
