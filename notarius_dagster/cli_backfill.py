@@ -39,6 +39,7 @@ def stale_backfill(
     """Shared by the command and the tests."""
     from assets.jobs import SESSION_JOB_NAME
     from assets.staleness import find_stale, submit_stale_backfill
+    from notarius_dagster.run_guard import SessionBusyError, cli_run_tags, guard_session_run
 
     graph = defs.resolve_asset_graph()
     plan = find_stale(instance, graph)
@@ -64,12 +65,19 @@ def stale_backfill(
     job = defs.resolve_job_def(SESSION_JOB_NAME)
     failed = []
     for partition in sorted(plan.to_run):
+        try:
+            guard_session_run(partition, instance)  # one writer per session
+        except SessionBusyError as exc:
+            print(f"{partition}: not run: {exc}", file=out)
+            failed.append(partition)
+            continue
         result = job.execute_in_process(
             instance=instance,
             partition_key=partition,
             raise_on_error=False,
             asset_selection=sorted(plan.to_run[partition], key=lambda k: k.to_user_string()),
             run_config={"loggers": {"progress": {"config": {"log_level": "INFO"}}}},
+            tags=cli_run_tags(partition),
         )
         status = "succeeded" if result.success else "FAILED"
         print(f"{partition}: run {result.run_id} {status}", file=out)
