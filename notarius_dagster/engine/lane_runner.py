@@ -267,6 +267,7 @@ def _extract_all(
         material=dict(extractor.fingerprint_material()),
         llm_fingerprint=llm_fingerprint,
         checkpoints=checkpoints,
+        deadline=deadline,
     )
     stop = threading.Event()
     results: list[_Extracted] = []
@@ -410,6 +411,7 @@ class _ChunkExtraction:
     material: Mapping[str, Any]
     llm_fingerprint: str
     checkpoints: CheckpointStore | None
+    deadline: LaneDeadline | None = None
 
     def __call__(self, chunk: Chunk) -> _Extracted:
         fingerprint = self.fingerprint(chunk)
@@ -421,7 +423,13 @@ class _ChunkExtraction:
         stage = self.run.lane.extract
         request = ExtractRequest(document=self.run.document, chunk=chunk, context=self.context)
         attempted = _attempt(
-            partial(_extract_with_provenance, self.extractor, request, self.provenance(chunk)),
+            partial(
+                _extract_with_provenance,
+                self.extractor,
+                request,
+                self.provenance(chunk),
+                self.deadline,
+            ),
             self.run.validation(stage, chunk=chunk),
             stage=stage,
             lane_id=self.run.lane.id,
@@ -478,8 +486,15 @@ def _unless_stopped(
 
 
 def _extract_with_provenance(
-    extractor: Extractor, request: ExtractRequest, provenance: dict[str, Any]
+    extractor: Extractor,
+    request: ExtractRequest,
+    provenance: dict[str, Any],
+    deadline: LaneDeadline | None = None,
 ) -> ModuleOutput:
+    """One extraction attempt; none starts after the lane's deadline (a retry of a chunk whose
+    first attempt outlived it, in a thread the lane already abandoned, included)."""
+    if deadline is not None and deadline.passed():
+        raise deadline.error(request.context.lane_id or "?")
     return extractor.extract(request).model_copy(update={"provenance": provenance})
 
 
@@ -501,9 +516,10 @@ def _attempt(
             output = call()
             usage = usage + output.usage
             verdict = run_chain(stage.validators, validation, output)
-        except (LLMUnavailableError, TransientLLMError):
+        except (LLMUnavailableError, TransientLLMError, LaneDeadlineError):
             # The client already retried transient provider errors with backoff; past its
-            # retries the error escapes unchanged (the Dagster layer asks for a step retry).
+            # retries the error escapes unchanged (the Dagster layer asks for a step retry);
+            # the lane's deadline is never retried.
             raise
         except LLMError as exc:
             # Permanent: fail fast, one bad key must not cost more calls.
