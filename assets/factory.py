@@ -26,6 +26,7 @@ from dagster import (
     AssetsDefinition,
     AssetSpec,
     Config,
+    DagsterEventType,
     Failure,
     MaterializeResult,
     Output,
@@ -48,7 +49,7 @@ from notarius_dagster.engine.errors import (
     TransientLLMError,
 )
 from notarius_dagster.engine.inputs import EXTENSION_FORMATS
-from notarius_dagster.engine.lane_runner import LaneResult
+from notarius_dagster.engine.lane_runner import LaneDeadline, LaneResult
 from notarius_dagster.engine.models import SourceDocument
 from notarius_dagster.engine.resolution import ResolvedLane, ResolvedPipeline
 from notarius_dagster.engine.session_bundle import publish_session_bundle
@@ -76,9 +77,12 @@ class RuntimeReferences(Config):
 
     references: dict[str, str] = {}
     unbind: list[str] = []
+    max_calls: int | None = None  # `notarius run --max-calls`: the run's call budget
 
     def overrides(self) -> RuntimeOverrides:
-        return RuntimeOverrides(references=dict(self.references), unbind=tuple(self.unbind))
+        return RuntimeOverrides(
+            references=dict(self.references), unbind=tuple(self.unbind), max_calls=self.max_calls
+        )
 
 
 def asset_name(lane_id: str) -> str:
@@ -91,11 +95,16 @@ def runtime_reference_assets(pipeline: ResolvedPipeline) -> list[str]:
 
 
 def runtime_references_config(
-    pipeline: ResolvedPipeline, references: Mapping[str, str], unbind: Sequence[str]
+    pipeline: ResolvedPipeline,
+    references: Mapping[str, str],
+    unbind: Sequence[str],
+    max_calls: int | None = None,
 ) -> dict[str, Any]:
     """Run config giving every asset that takes it the same runtime references (what
     `notarius run` passes; in the UI a person may give them to some assets only)."""
-    config = {"references": dict(references), "unbind": list(unbind)}
+    config: dict[str, Any] = {"references": dict(references), "unbind": list(unbind)}
+    if max_calls is not None:
+        config["max_calls"] = max_calls
     return {"ops": {name: {"config": config} for name in runtime_reference_assets(pipeline)}}
 
 
@@ -205,6 +214,22 @@ def build_chunk_map_asset(plan: RunPipeline) -> AssetsDefinition:
     return chunk_map
 
 
+STEP_RETRY_WAIT_S = 10
+"""Seconds between a lane step's tries after a transient provider error (2 more tries)."""
+
+
+def lane_deadline(context: AssetExecutionContext, step_key: str, seconds: float) -> LaneDeadline:
+    """The lane's deadline, counted from its step's first try in this run: Dagster's step
+    retries share one deadline instead of multiplying it."""
+    started = time.time()
+    if context.retry_number > 0:
+        starts = context.instance.all_logs(context.run_id, of_type=DagsterEventType.STEP_START)
+        first = [e.timestamp for e in starts if e.step_key == step_key]
+        if first:
+            started = min(first)
+    return LaneDeadline.starting_at(started, seconds)
+
+
 def build_lane_asset(plan: RunPipeline, lane: ResolvedLane) -> AssetsDefinition:
     ins = {"source_document": AssetIn("source_document"), "chunk_map": AssetIn("chunk_map")}
     for dep in lane.depends_on:
@@ -231,6 +256,7 @@ def build_lane_asset(plan: RunPipeline, lane: ResolvedLane) -> AssetsDefinition:
         **upstream: Any,
     ) -> Output[LaneResult]:
         ensure_run_tags(context, plan.pipeline)
+        deadline = lane_deadline(context, asset_name(lane.id), llm.profile.lane_deadline_s)
         try:
             result = run_lane_step(
                 plan,
@@ -245,9 +271,12 @@ def build_lane_asset(plan: RunPipeline, lane: ResolvedLane) -> AssetsDefinition:
                 max_concurrency=llm.profile.max_concurrency,
                 checkpoints=store.checkpoint_store(),
                 progress=lambda msg: context.log.info(f"progress: {msg}"),
+                deadline=deadline,
             )
         except TransientLLMError as exc:
-            raise RetryRequested(max_retries=2, seconds_to_wait=10) from exc
+            if deadline.remaining() <= STEP_RETRY_WAIT_S:  # a retry would start past it
+                raise _fail(deadline.error(lane.id, cause=str(exc)), f"lane {lane.id}") from None
+            raise RetryRequested(max_retries=2, seconds_to_wait=STEP_RETRY_WAIT_S) from exc
         except LLMUnavailableError as exc:
             raise _fail(exc, f"lane {lane.id}: the chosen LLM tier is unavailable") from None
         except (LLMError, NotariusError) as exc:

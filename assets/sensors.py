@@ -10,6 +10,7 @@ cursor as JSON.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 from dagster import (
@@ -108,6 +109,16 @@ def build_inbox_sensor(store: StorePaths, limits: InboxLimits | None = None, *,
     return inbox_sensor
 
 
-def build_sensors(store: StorePaths, *,
-                  run_tags: dict[str, str] | None = None) -> list[SensorDefinition]:
-    return [build_inbox_sensor(store, run_tags=run_tags)]
+def build_sensors(
+    store: StorePaths,
+    max_transcript_bytes: int | None = None,
+    *,
+    run_tags: dict[str, str] | None = None,
+) -> list[SensorDefinition]:
+    """The inbox sensor; `max_transcript_bytes` is the profile's `pipeline.limits` bound (files
+    above it are skipped with a reason instead of starting a run that would be refused);
+    `run_tags` go on every run it requests."""
+    limits = InboxLimits.from_env()
+    if max_transcript_bytes is not None:
+        limits = dataclasses.replace(limits, max_transcript_bytes=max_transcript_bytes)
+    return [build_inbox_sensor(store, limits, run_tags=run_tags)]

@@ -29,6 +29,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from notarius_dagster.engine.resolution import RuntimeBinding
     from notarius_dagster.engine.session_ids import session_id_from_filename, validate_session_id
     from notarius_dagster.engine.transcripts import register_transcript
+    from notarius_dagster.run_guard import guard_session_run
     from notarius_dagster.run_summary import print_summary
     from notarius_dagster.runner import run_session
 
@@ -43,6 +44,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             else session_id_from_filename(path.name)
         )
         ensure_dagster_home()
+        guard_session_run(session_id)  # one writer per session (notarius_dagster/run_guard.py)
         store = store_paths(data=args.data, bundles=args.out)
         register_transcript(store.transcripts, session_id, path)
         refs = [
@@ -60,6 +62,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             runtime_references=refs,
             runtime_unbinds=args.unbind,
             lanes=args.lanes.split(",") if args.lanes else None,
+            max_calls=args.max_calls,
         )
     except NotariusError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -104,11 +107,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_sessions_list(args: argparse.Namespace) -> int:
+    from notarius_dagster.run_guard import fail_orphaned_cli_runs
     from notarius_dagster.sessions import session_rows
 
     instance = open_instance()
     if instance is None:
         return EXIT_FAILED
+    fail_orphaned_cli_runs(instance)  # a killed `notarius run` must not look in progress
     with instance:
         rows = session_rows(instance, store_paths(data=args.data, bundles=args.bundles))
     if args.json:
@@ -278,7 +283,21 @@ def add_run_command(sub: Any) -> None:
         help="remove an optional reference binding",
     )
     run.add_argument("--lanes", help="comma-separated subset of the profile's lanes")
+    run.add_argument(
+        "--max-calls",
+        type=_positive_int,
+        metavar="N",
+        help="refuse the run if it needs more than N model calls (default: the profile's "
+        "pipeline.budget.max_calls, 2000)",
+    )
     run.set_defaults(func=cmd_run)
+
+
+def _positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1 (a wrong one exits 2 with a message)."""
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return int(text)
 
 
 def add_validate_command(sub: Any) -> None:

@@ -46,8 +46,8 @@ def stale_backfill(
     """Shared by the command and the tests. `in_process` is kept for callers; every re-run
     happens in this process."""
     from assets.jobs import SESSION_JOB_NAME
-    from assets.run_tags import SESSION_TAG
     from assets.staleness import find_stale
+    from notarius_dagster.run_guard import SessionBusyError, cli_run_tags, guard_session_run
 
     specs = defs.resolve_all_asset_specs()
     plan = find_stale(instance, specs)
@@ -66,13 +66,19 @@ def stale_backfill(
     job_tags = dict(job.tags)
     failed = []
     for partition in sorted(plan.to_run):
+        try:
+            guard_session_run(partition, instance)  # one writer per session
+        except SessionBusyError as exc:
+            print(f"{partition}: not run: {exc}", file=out)
+            failed.append(partition)
+            continue
         result = job.execute_in_process(
             instance=instance,
             partition_key=partition,
             raise_on_error=False,
             asset_selection=sorted(plan.to_run[partition], key=lambda k: k.to_user_string()),
             run_config={"loggers": {"progress": {"config": {"log_level": "INFO"}}}},
-            tags={**job_tags, SESSION_TAG: partition, STALE_RERUN_TAG: "true"},
+            tags={**job_tags, **cli_run_tags(partition), STALE_RERUN_TAG: "true"},
         )
         status = "succeeded" if result.success else "FAILED"
         print(f"{partition}: run {result.run_id} {status}", file=out)

@@ -79,7 +79,9 @@ def definitions_for(settings: Settings, plan: RunPipeline) -> Definitions:
         ],
         asset_checks=build_asset_checks(pipeline),
         sensors=[
-            *build_sensors(settings.store, run_tags=tags),
+            *build_sensors(
+                settings.store, pipeline.limits.max_transcript_bytes, run_tags=tags
+            ),
             build_automation_sensor(tags),
             *campaign_sensors,
         ],

@@ -33,6 +33,7 @@ Environment (read when the code location loads):
 from __future__ import annotations
 
 import bisect
+import errno
 import hashlib
 import json
 import os
@@ -46,6 +47,7 @@ from typing import Literal
 
 from notarius_dagster.engine.errors import SessionIdError
 from notarius_dagster.engine.inputs import EXTENSION_FORMATS
+from notarius_dagster.engine.limits import DEFAULT_INPUT_LIMITS
 from notarius_dagster.engine.session_ids import session_id_from_filename
 from notarius_dagster.engine.transcripts import register_transcript
 
@@ -77,6 +79,8 @@ class InboxLimits:
     max_scan: int = 200
     max_runs: int = 10
     settle_s: float = 2.0
+    max_transcript_bytes: int = DEFAULT_INPUT_LIMITS.max_transcript_bytes
+    """A bigger file is skipped, not copied: its run would be refused (engine/limits.py)."""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> InboxLimits:
@@ -189,6 +193,11 @@ class InboxIntake:
     summary: str
 
 
+_LINK_REASON = (
+    "is a symbolic link; the inbox never follows links: copy or move the file itself here"
+)
+
+
 def shown(name: str) -> str:
     """A file name as a log shows it: quoted, control characters visible, truncated."""
     return repr(name) if len(name) <= _SHOWN_NAME else repr(name[:_SHOWN_NAME]) + "..."
@@ -201,15 +210,16 @@ def is_ignored(name: str) -> bool:
 
 
 def inbox_files(inbox: Path) -> list[str]:
-    """Names of the regular files in the inbox that are not ignored, sorted (one cheap listing;
-    nothing is read)."""
+    """Names of the entries in the inbox that are not folders and not ignored, sorted (one cheap
+    listing; nothing is read, no link is followed). Links and other non-regular entries are
+    listed so that `read_whole` can skip them with a reason rather than silently."""
     names = []
     with os.scandir(inbox) as entries:
         for entry in entries:
             if is_ignored(entry.name):
                 continue
             try:
-                if entry.is_file():
+                if not entry.is_dir(follow_symlinks=False):
                     names.append(entry.name)
             except OSError:
                 continue
@@ -232,26 +242,38 @@ def session_of(name: str) -> str | Skipped:
 
 
 def read_whole(
-    path: Path, session_id: str, *, settle_s: float, now: float
+    path: Path, session_id: str, *, settle_s: float, now: float, max_bytes: int | None = None
 ) -> InboxTranscript | Skipped:
     """The file's content if it looks whole: settled (not modified in the last `settle_s`
     seconds), the same size before and after reading, UTF-8, and for JSON Lines a last line
     that parses. Reasons name the file, never its content or path."""
     name = path.name
     try:
-        before = path.stat()
+        before = path.lstat()
+        if stat.S_ISLNK(before.st_mode):
+            return Skipped(name, _LINK_REASON)
+        if not stat.S_ISREG(before.st_mode):
+            return Skipped(name, "is not a regular file (a device, FIFO or socket); not read")
         age = now - before.st_mtime
         if age < settle_s:
             return Skipped(
                 name, f"modified {max(age, 0):.1f}s ago; waiting for it to settle", later=True
             )
-        with path.open("rb") as handle:
-            content = handle.read()
+        if max_bytes is not None and before.st_size > max_bytes:
+            return Skipped(name, f"is {before.st_size} bytes; transcripts may have {max_bytes}")
+        # O_NOFOLLOW: a link swapped in after the lstat is refused (ELOOP), never followed;
+        # O_NONBLOCK: a FIFO swapped in cannot block the tick.
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as handle:
             after = os.fstat(handle.fileno())
+            if not stat.S_ISREG(after.st_mode):
+                return Skipped(name, "is not a regular file (a device, FIFO or socket); not read")
+            os.set_blocking(fd, True)
+            content = handle.read() if max_bytes is None else handle.read(max_bytes + 1)
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return Skipped(name, _LINK_REASON)
         return Skipped(name, f"cannot be read ({exc.strerror or type(exc).__name__})")
-    if not stat.S_ISREG(after.st_mode):
-        return Skipped(name, "is not a regular file")
     if (before.st_size, before.st_mtime_ns) != (after.st_size, after.st_mtime_ns) or len(
         content
     ) != after.st_size:
@@ -336,7 +358,13 @@ def scan_inbox(
                 )
             )
             continue
-        found = read_whole(inbox / name, session, settle_s=limits.settle_s, now=now)
+        found = read_whole(
+            inbox / name,
+            session,
+            settle_s=limits.settle_s,
+            now=now,
+            max_bytes=limits.max_transcript_bytes,
+        )
         if isinstance(found, Skipped):
             skipped.append(found)
             continue

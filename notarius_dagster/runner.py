@@ -20,6 +20,7 @@ from assets.jobs import SESSION_JOB_NAME
 from assets.partitions import sessions_partitions
 from notarius_dagster.engine.resolution import RuntimeBinding
 from notarius_dagster.engine.session_steps import RuntimeOverrides
+from notarius_dagster.run_guard import cli_run_tags
 from notarius_dagster.settings import Settings
 from notarius_dagster.store import store_paths
 
@@ -75,6 +76,7 @@ def run_session(
     lanes: Sequence[str] | None = None,
     instance: DagsterInstance | None = None,
     quiet: bool = False,
+    max_calls: int | None = None,
 ) -> RunOutcome:
     """Materialize one session. Raises NotariusError (before anything runs) for a profile or
     runtime references that do not resolve; a run that fails is an unsuccessful outcome."""
@@ -88,13 +90,16 @@ def run_session(
     overrides = RuntimeOverrides(
         references={b.selector: b.path for b in runtime_references},
         unbind=tuple(runtime_unbinds),
+        max_calls=max_calls,
     )
     plan.for_run(overrides)  # the check each asset makes, made once before the run
     defs = definitions_for(settings, plan)
     run_config: dict[str, Any] = {}
-    if overrides.active():
+    if overrides.active() or max_calls is not None:
         run_config.update(
-            runtime_references_config(plan.pipeline, overrides.references, overrides.unbind)
+            runtime_references_config(
+                plan.pipeline, overrides.references, overrides.unbind, max_calls
+            )
         )
     if not quiet:
         run_config["loggers"] = {"progress": {"config": {"log_level": "INFO"}}}
@@ -102,7 +107,8 @@ def run_session(
     instance.add_dynamic_partitions(sessions_partitions.name or "sessions", [session_id])
     job = defs.resolve_job_def(SESSION_JOB_NAME)
     result = job.execute_in_process(
-        instance=instance, partition_key=session_id, raise_on_error=False, run_config=run_config
+        instance=instance, partition_key=session_id, raise_on_error=False, run_config=run_config,
+        tags=cli_run_tags(session_id),
     )
     error = None
     if not result.success:

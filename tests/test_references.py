@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from dagster import AssetKey, DagsterInstance
 
+from notarius_dagster.engine import references as references_module
 from notarius_dagster.engine.catalog import CATALOG, ModuleSpec, ReferenceSlot
 from notarius_dagster.engine.config import parse_profile
 from notarius_dagster.engine.contracts import BaseExtractor, ExtractRequest, ModuleOutput
@@ -436,13 +437,13 @@ def test_each_reference_file_is_validated_before_parsing_and_read_once_by_its_us
     transcript.write_text(json.dumps({"text": "hello", "speaker": "DM"}) + "\n")
     register_transcript(tmp_path / "data" / "transcripts", "once", transcript)
     reads: list[str] = []
-    read_bytes = Path.read_bytes
+    read_file = references_module.read_regular_file
 
-    def counting(path: Path) -> bytes:
+    def counting(path: Path, limit: int, *, what: str, name: str) -> bytes:
         reads.append(path.name)
-        return read_bytes(path)
+        return read_file(path, limit, what=what, name=name)
 
-    monkeypatch.setattr(Path, "read_bytes", counting)
+    monkeypatch.setattr(references_module, "read_regular_file", counting)
     outcome = run_session(session_id="once", profile=cfg, data_root=tmp_path / "data",
                           instance=instance, quiet=True)
     assert outcome.success, outcome.error

@@ -4,16 +4,21 @@ goes into the files is `bundle_assembly.py`'s; `session_bundle.py` chains the tw
 The encoder refuses (before anything is written) unsupported media types, values that are not
 valid JSON, unsafe logical paths and lane ids whose sanitized file names collide. Publishing
 writes a complete new version folder, then swaps the session's symlink in one `rename`: readers
-see the previous bundle or the new one, never a mix, and a failure leaves the previous intact."""
+see the previous bundle or the new one, never a mix, and a failure leaves the previous intact.
+One writer per session: publication holds the session's lock (`publication_lock`), and pruning
+never touches a staging folder, the linked version, or a version replaced moments ago."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
 import shutil
+import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -109,14 +114,43 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+LOCKS_DIR = ".locks"
+RETAIN_REPLACED_S = 60.0
+"""A version replaced less than this many seconds ago is kept, whatever else: a reader that
+resolved the link into it a moment ago can finish reading it."""
+
+
+@contextmanager
+def publication_lock(root: Path, session_id: str) -> Iterator[None]:
+    """Hold the session's publication lock: one writer per session at a time, whatever process
+    it is in. `fcntl.flock` on `root/.locks/<session>.lock`: the kernel releases it when the
+    holder's process dies (kill -9 included), so a crashed publisher never blocks the next."""
+    locks = Path(root) / LOCKS_DIR
+    locks.mkdir(parents=True, exist_ok=True)
+    flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC
+    fd = os.open(locks / f"{session_id}.lock", flags, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
 def publish_bundle(root: Path, session_id: str, encoded: dict[str, bytes]) -> Path:
-    """Write a new version and atomically point `root/session_id` at it. Returns the path
-    readers use (`root/session_id`)."""
+    """Write a new version and atomically point `root/session_id` at it, holding the session's
+    publication lock throughout. Returns the path readers use (`root/session_id`)."""
     root = Path(root)
+    with publication_lock(root, session_id):
+        return _publish_locked(root, session_id, encoded)
+
+
+def _publish_locked(root: Path, session_id: str, encoded: dict[str, bytes]) -> Path:
     versions = root / VERSIONS_DIR / session_id
     versions.mkdir(parents=True, exist_ok=True)
     version = versions / uuid.uuid4().hex
     staging = versions / f".staging-{version.name}"
+    link = root / session_id
+    previous = Path(os.path.realpath(link)).name if link.is_symlink() else None
     try:
         for rel, data in encoded.items():
             target = staging / rel
@@ -127,7 +161,6 @@ def publish_bundle(root: Path, session_id: str, encoded: dict[str, bytes]) -> Pa
                 os.fsync(fh.fileno())
         os.replace(staging, version)
         _fsync_dir(versions)
-        link = root / session_id
         if link.exists() and not link.is_symlink():
             raise OutputError(
                 f"bundle location for session {session_id!r} is not managed by "
@@ -142,35 +175,40 @@ def publish_bundle(root: Path, session_id: str, encoded: dict[str, bytes]) -> Pa
         if version.exists() and os.path.realpath(root / session_id) != str(version.resolve()):
             shutil.rmtree(version, ignore_errors=True)
         raise
-    _prune_versions(versions, keep={version.name, *_previous(versions, version.name)})
+    keep = {version.name, Path(os.path.realpath(link)).name}
+    if previous is not None:
+        keep.add(previous)
+        with suppress(OSError):  # its mtime now says when it was replaced (see _prune_versions)
+            os.utime(versions / previous)
+    _prune_versions(versions, keep=keep)
     return root / session_id
 
 
-def _previous(versions: Path, current: str) -> list[str]:
-    others = sorted(
-        (
-            p
-            for p in versions.iterdir()
-            if p.is_dir() and not p.name.startswith(".") and p.name != current
-        ),
-        key=lambda p: p.stat().st_mtime,
-    )
-    return [others[-1].name] if others else []
-
-
-def _prune_versions(versions: Path, keep: set[str]) -> None:
-    """Keep the current version and the one before it (a reader may still be inside it)."""
+def _prune_versions(versions: Path, keep: set[str], now: float | None = None) -> None:
+    """Delete replaced versions, except those in `keep` (the current one, the one the link
+    points to, the one before it), any replaced less than RETAIN_REPLACED_S ago (a reader may
+    still be inside), and every dot-folder (staging folders are their writer's alone)."""
+    now = time.time() if now is None else now
     for p in versions.iterdir():
-        if p.name not in keep:
-            shutil.rmtree(p, ignore_errors=True)
+        if p.name in keep or p.name.startswith("."):
+            continue
+        try:
+            if now - p.stat().st_mtime < RETAIN_REPLACED_S:
+                continue
+        except OSError:
+            continue
+        shutil.rmtree(p, ignore_errors=True)
 
 
 def remove_bundle(root: Path, session_id: str) -> bool:
     """Delete a session's published bundle and all its versions."""
     root = Path(root)
     link = root / session_id
-    existed = link.is_symlink() or link.exists()
-    if link.is_symlink():
-        link.unlink()
-    shutil.rmtree(root / VERSIONS_DIR / session_id, ignore_errors=True)
+    if not (link.is_symlink() or link.exists() or (root / VERSIONS_DIR / session_id).exists()):
+        return False
+    with publication_lock(root, session_id):
+        existed = link.is_symlink() or link.exists()
+        if link.is_symlink():
+            link.unlink()
+        shutil.rmtree(root / VERSIONS_DIR / session_id, ignore_errors=True)
     return existed

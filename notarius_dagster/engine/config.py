@@ -5,6 +5,8 @@ wrong (for example `pipeline.lanes[0].extract.retries`)."""
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 from typing import Any, Literal
 
@@ -12,6 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from notarius_dagster.engine.errors import ProfileError
+from notarius_dagster.engine.limits import MAX_PROFILE_BYTES, Budget, InputLimits
 
 DEFAULT_CHUNK_MODULE = "generic"
 DEFAULT_MERGE_MODULE = "appendorder"
@@ -81,6 +84,8 @@ class PipelineConfig(Strict):
     references: dict[str, ReferenceBindingConfig] = Field(default_factory=dict)
     lanes: list[LaneConfig] = Field(min_length=1)
     output: OutputConfig = Field(default_factory=OutputConfig)
+    limits: InputLimits = Field(default_factory=InputLimits)
+    budget: Budget = Field(default_factory=Budget)
 
 
 class ProfileFile(Strict):
@@ -120,10 +125,9 @@ def parse_profile(data: Any, *, profile_name: str) -> ProfileFile:
 def load_profile(path: Path) -> ProfileFile:
     """Read and validate a profile file. YAML syntax errors name the line."""
     name = path.name
+    raw = _read_profile_bytes(path, name)
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ProfileError(name, "(file)", "profile file not found") from None
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise ProfileError(name, "(file)", "profile is not UTF-8") from None
     try:
@@ -133,3 +137,29 @@ def load_profile(path: Path) -> ProfileFile:
         where = f"line {mark.line + 1}" if mark is not None else "(file)"
         raise ProfileError(name, where, "invalid YAML") from None
     return parse_profile(data, profile_name=name)
+
+
+def _read_profile_bytes(path: Path, name: str) -> bytes:
+    """At most MAX_PROFILE_BYTES of a regular file: a 10 MB profile, a device or a FIFO is
+    refused before YAML sees it (O_NONBLOCK, so opening a FIFO cannot hang)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise ProfileError(name, "(file)", "profile file not found") from None
+    except OSError as exc:
+        raise ProfileError(name, "(file)", f"cannot be read ({type(exc).__name__})") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ProfileError(name, "(file)", "not a regular file")
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            raw = handle.read(MAX_PROFILE_BYTES + 1)
+    except OSError as exc:
+        raise ProfileError(name, "(file)", f"cannot be read ({type(exc).__name__})") from None
+    finally:
+        os.close(fd)
+    if len(raw) > MAX_PROFILE_BYTES:
+        raise ProfileError(
+            name, "(file)", f"profile is larger than {MAX_PROFILE_BYTES} bytes (the limit)"
+        )
+    return raw

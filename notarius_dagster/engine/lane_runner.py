@@ -9,8 +9,10 @@ extracts, merge, normalize, and assemble the result."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Literal, cast
@@ -55,6 +57,39 @@ Progress = Callable[[str], None]
 ChunkStatus = Literal["llm", "reused", "skipped", "rejected"]
 
 
+class LaneDeadline(Frozen):
+    """When a lane must be done: `at` is a wall-clock time (`time.time()`, so it holds across
+    the processes of Dagster step retries); `seconds` is the configured deadline, for messages."""
+
+    at: float
+    seconds: float
+
+    @classmethod
+    def starting_at(cls, started: float, seconds: float) -> LaneDeadline:
+        return cls(at=started + seconds, seconds=seconds)
+
+    def passed(self) -> bool:
+        return time.time() >= self.at
+
+    def remaining(self) -> float:
+        return max(0.0, self.at - time.time())
+
+    def error(
+        self, lane_id: str, done: int = 0, total: int = 0, cause: str = ""
+    ) -> LaneDeadlineError:
+        counts = f" with {done} of {total} chunks done" if total else ""
+        return LaneDeadlineError(
+            f"lane {lane_id!r} stopped at its deadline of {self.seconds:g} s (LLM profile "
+            f"lane_deadline_s){counts}; no new model call starts after it and calls in "
+            "flight are abandoned. The provider may be hanging; if the lane is just long, "
+            "raise lane_deadline_s or max_concurrency" + (f". Last error: {cause}" if cause else "")
+        )
+
+
+class LaneDeadlineError(LaneError):
+    """The lane reached its deadline; never retried (a retry would only multiply it)."""
+
+
 class LaneStats(Frozen):
     chunks: int = 0
     called_model: int = 0
@@ -94,10 +129,12 @@ def run_lane(
     checkpoints: CheckpointStore | None = None,
     progress: Progress | None = None,
     catalog: ModuleCatalog = CATALOG,
+    deadline: LaneDeadline | None = None,
 ) -> LaneResult:
     """Run one lane over the accepted chunks. `references` maps stage name to its prepared
     references by slot. Raises LaneError for a framework failure after its retries; an LLM
-    error that is transient or an unavailable tier escapes unchanged."""
+    error that is transient or an unavailable tier escapes unchanged, unless `deadline` has
+    passed (then LaneDeadlineError, as when the deadline arrives while chunks are running)."""
     run = _LaneRun(lane, get_kind(lane.kind), document, references, client, session_id, progress)
     modules = _build_modules(lane, catalog)
     extracted = _extract_all(
@@ -107,6 +144,7 @@ def run_lane(
         llm_fingerprint=llm_fingerprint,
         checkpoints=checkpoints,
         max_concurrency=max_concurrency,
+        deadline=deadline,
     )
     collected = _collect(extracted)
     merged = _merge(run, modules.merger, collected.accepted)
@@ -215,10 +253,13 @@ def _extract_all(
     llm_fingerprint: str,
     checkpoints: CheckpointStore | None,
     max_concurrency: int,
+    deadline: LaneDeadline | None = None,
 ) -> list[_Extracted]:
     """Extract every chunk on up to `max_concurrency` threads; results and progress lines come
     in chunk order. After one chunk fails, chunks not yet started do not call the model: they
-    are cancelled, and the first failure in chunk order is raised."""
+    are cancelled, and the first failure in chunk order is raised. At the deadline the same
+    happens, without waiting for calls in flight (their threads end by their own timeout and
+    their results are dropped)."""
     job = _ChunkExtraction(
         run=run,
         extractor=extractor,
@@ -226,20 +267,35 @@ def _extract_all(
         material=dict(extractor.fingerprint_material()),
         llm_fingerprint=llm_fingerprint,
         checkpoints=checkpoints,
+        deadline=deadline,
     )
     stop = threading.Event()
     results: list[_Extracted] = []
     pool = ThreadPoolExecutor(max_workers=max(1, max_concurrency))
+    timed_out = False
     try:
-        futures = [pool.submit(_unless_stopped, stop, job, chunk) for chunk in chunks]
+        futures = [pool.submit(_unless_stopped, stop, job, chunk, deadline) for chunk in chunks]
         for done, future in enumerate(futures, start=1):
-            item = future.result()
+            try:
+                item = future.result(timeout=None if deadline is None else deadline.remaining())
+            except FutureTimeout:
+                timed_out = True
+                stop.set()
+                assert deadline is not None
+                raise deadline.error(run.lane.id, done - 1, len(chunks)) from None
+            except LaneDeadlineError:
+                assert deadline is not None
+                raise deadline.error(run.lane.id, done - 1, len(chunks)) from None
+            except TransientLLMError as exc:
+                if deadline is not None and deadline.passed():
+                    raise deadline.error(run.lane.id, done - 1, len(chunks), str(exc)) from exc
+                raise
             results.append(item)
             run.report(
                 f"{run.lane.id}: chunk {done}/{len(chunks)} {item.chunk.chunk_id} {item.status}"
             )
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        pool.shutdown(wait=not timed_out, cancel_futures=True)
     return results
 
 
@@ -355,6 +411,7 @@ class _ChunkExtraction:
     material: Mapping[str, Any]
     llm_fingerprint: str
     checkpoints: CheckpointStore | None
+    deadline: LaneDeadline | None = None
 
     def __call__(self, chunk: Chunk) -> _Extracted:
         fingerprint = self.fingerprint(chunk)
@@ -366,7 +423,13 @@ class _ChunkExtraction:
         stage = self.run.lane.extract
         request = ExtractRequest(document=self.run.document, chunk=chunk, context=self.context)
         attempted = _attempt(
-            partial(_extract_with_provenance, self.extractor, request, self.provenance(chunk)),
+            partial(
+                _extract_with_provenance,
+                self.extractor,
+                request,
+                self.provenance(chunk),
+                self.deadline,
+            ),
             self.run.validation(stage, chunk=chunk),
             stage=stage,
             lane_id=self.run.lane.id,
@@ -405,10 +468,16 @@ class _ChunkExtraction:
         )
 
 
-def _unless_stopped(stop: threading.Event, job: _ChunkExtraction, chunk: Chunk) -> _Extracted:
-    """Run `job` on `chunk` unless an earlier chunk failed; a failure here stops the rest."""
+def _unless_stopped(
+    stop: threading.Event, job: _ChunkExtraction, chunk: Chunk, deadline: LaneDeadline | None
+) -> _Extracted:
+    """Run `job` on `chunk` unless an earlier chunk failed or the deadline passed; a failure
+    here stops the rest."""
     if stop.is_set():
         raise LaneError(f"lane {job.run.lane.id!r}: stopped after an earlier chunk failed")
+    if deadline is not None and deadline.passed():
+        stop.set()
+        raise deadline.error(job.run.lane.id)  # _extract_all gives the real counts
     try:
         return job(chunk)
     except BaseException:
@@ -417,8 +486,15 @@ def _unless_stopped(stop: threading.Event, job: _ChunkExtraction, chunk: Chunk) 
 
 
 def _extract_with_provenance(
-    extractor: Extractor, request: ExtractRequest, provenance: dict[str, Any]
+    extractor: Extractor,
+    request: ExtractRequest,
+    provenance: dict[str, Any],
+    deadline: LaneDeadline | None = None,
 ) -> ModuleOutput:
+    """One extraction attempt; none starts after the lane's deadline (a retry of a chunk whose
+    first attempt outlived it, in a thread the lane already abandoned, included)."""
+    if deadline is not None and deadline.passed():
+        raise deadline.error(request.context.lane_id or "?")
     return extractor.extract(request).model_copy(update={"provenance": provenance})
 
 
@@ -440,9 +516,10 @@ def _attempt(
             output = call()
             usage = usage + output.usage
             verdict = run_chain(stage.validators, validation, output)
-        except (LLMUnavailableError, TransientLLMError):
+        except (LLMUnavailableError, TransientLLMError, LaneDeadlineError):
             # The client already retried transient provider errors with backoff; past its
-            # retries the error escapes unchanged (the Dagster layer asks for a step retry).
+            # retries the error escapes unchanged (the Dagster layer asks for a step retry);
+            # the lane's deadline is never retried.
             raise
         except LLMError as exc:
             # Permanent: fail fast, one bad key must not cost more calls.

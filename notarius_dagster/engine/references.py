@@ -9,6 +9,8 @@ this boundary. Content never appears in errors, manifests or metadata: provenanc
 from __future__ import annotations
 
 import json
+import os
+import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -104,25 +106,54 @@ def _decode_structured(binding: ResolvedBinding, name: str, text: str, media_typ
     return decoded
 
 
+def read_regular_file(path: Path, limit: int, *, what: str, name: str) -> bytes:
+    """At most `limit` bytes of a regular file, refused otherwise without reading it.
+
+    The file is opened with O_NONBLOCK (a FIFO opened for reading would block until a writer
+    appears) and checked with fstat on the open descriptor, so a link is followed but a link to
+    a device, FIFO or socket is refused just like the thing itself. Then at most limit+1 bytes
+    are read: a file that grows after the check cannot make the read unbounded. `what` prefixes
+    every error; `name` is the file's display name (never its full path)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise ReferenceError_(f"{what}: file {name!r} not found") from None
+    except IsADirectoryError:
+        raise ReferenceError_(f"{what}: {name!r} is a folder, not a file") from None
+    except OSError as exc:
+        raise ReferenceError_(f"{what}: file {name!r} unreadable ({type(exc).__name__})") from None
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise ReferenceError_(f"{what}: {name!r} is a folder, not a file")
+        if not stat.S_ISREG(info.st_mode):
+            raise ReferenceError_(
+                f"{what}: {name!r} is not a regular file (a device, FIFO or socket); "
+                "references must be regular files"
+            )
+        if info.st_size > limit:
+            raise ReferenceError_(
+                f"{what}: file {name!r} is {info.st_size} bytes; the slot allows {limit}"
+            )
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            raw = handle.read(limit + 1)
+    except OSError as exc:
+        raise ReferenceError_(f"{what}: file {name!r} unreadable ({type(exc).__name__})") from None
+    finally:
+        os.close(fd)
+    if len(raw) > limit:
+        raise ReferenceError_(
+            f"{what}: file {name!r} is over {limit} bytes; the slot allows {limit}"
+        )
+    return raw
+
+
 def prepare_file(binding: ResolvedBinding) -> tuple[PreparedReference, list[RunWarning]]:
     assert binding.path is not None
     path = Path(binding.path)
     name = binding.display or path.name
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise ReferenceError_(f"{_where(binding)}: file {name!r} not found") from None
-    except IsADirectoryError:
-        raise ReferenceError_(f"{_where(binding)}: {name!r} is a folder, not a file") from None
-    except OSError as exc:
-        raise ReferenceError_(
-            f"{_where(binding)}: file {name!r} unreadable ({type(exc).__name__})"
-        ) from None
-    if len(raw) > binding.max_bytes:
-        raise ReferenceError_(
-            f"{_where(binding)}: file {name!r} is {len(raw)} bytes; the slot "
-            f"allows {binding.max_bytes}"
-        )
+    raw = read_regular_file(path, binding.max_bytes, what=_where(binding), name=name)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -24,6 +24,7 @@ from notarius_dagster.engine.config import (
 )
 from notarius_dagster.engine.digest import digest_of
 from notarius_dagster.engine.errors import ProfileError
+from notarius_dagster.engine.limits import Budget, InputLimits
 from notarius_dagster.engine.llm_profiles import LLM_PROFILES, LLMProfileCatalog
 from notarius_dagster.engine.models import Frozen
 from notarius_dagster.engine.output_options import validate_output_options
@@ -84,6 +85,8 @@ class ResolvedPipeline(Frozen):
     configured_lanes: tuple[str, ...]
     output_module: str
     output_options: dict[str, Any]
+    limits: InputLimits = Field(default_factory=InputLimits)
+    budget: Budget = Field(default_factory=Budget)
     digest: str = ""
 
     def lane(self, lane_id: str) -> ResolvedLane:
@@ -170,6 +173,18 @@ class _Resolver:
             return ResolvedBinding(origin="lane", lane=cfg.lane.strip(), **common)  # type: ignore[arg-type]
         assert cfg.path is not None
         path = (base / cfg.path).resolve()
+        if source != "runtime" and not Path(cfg.path).is_absolute():
+            # A relative path written in a profile is confined to the profile's folder (after
+            # symbolic links are resolved): a shared profile must not read `../../etc/passwd`.
+            # An absolute path is the author's explicit choice; runtime paths are the user's.
+            key_path = key if key.endswith(f".{slot.name}") else f"{key}.{slot.name}"
+            if not path.is_relative_to(base.resolve()):
+                raise self.fail(
+                    f"{key_path}.path",
+                    "a relative path must stay inside the profile's folder (it leads "
+                    "outside the profile's folder); give an absolute path to use a file "
+                    "elsewhere",
+                )
         return ResolvedBinding(origin="file", path=str(path), display=Path(cfg.path).name, **common)  # type: ignore[arg-type]
 
 
@@ -317,13 +332,18 @@ def resolve_pipeline(
         configured_lanes=tuple(sorted(configured)),
         output_module=output_spec.key,
         output_options=output_options,
+        limits=pipe.limits,
+        budget=pipe.budget,
     )
     return resolved.model_copy(update={"digest": pipeline_digest(resolved)})
 
 
 def pipeline_digest(resolved: ResolvedPipeline) -> str:
-    """Digest of the resolved pipeline without the digest field (absolute paths excluded)."""
-    return digest_of(resolved.model_dump(mode="json", exclude={"digest"}))
+    """Digest of the resolved pipeline without the digest field (absolute paths excluded), and
+    without the limits and budget: they decide whether a run may start, never what it makes."""
+    return digest_of(
+        resolved.model_dump(mode="json", exclude={"digest", "limits", "budget"})
+    )
 
 
 def lane_kinds_all(profile: ProfileFile, catalog: ModuleCatalog) -> dict[str, str | None]:

@@ -29,9 +29,10 @@ from notarius_dagster.engine.checkpoints import CheckpointStore
 from notarius_dagster.engine.chunk_stage import ChunkResult, run_chunk_stage
 from notarius_dagster.engine.errors import NotariusError, ReferenceError_
 from notarius_dagster.engine.inputs import parse_transcript
-from notarius_dagster.engine.lane_runner import LaneResult, LaneStats, run_lane
+from notarius_dagster.engine.lane_runner import LaneDeadline, LaneResult, LaneStats, run_lane
+from notarius_dagster.engine.limits import check_budget, estimate_run
 from notarius_dagster.engine.llm_contract import StructuredClient
-from notarius_dagster.engine.models import Frozen, SourceDocument
+from notarius_dagster.engine.models import Chunk, Frozen, SourceDocument
 from notarius_dagster.engine.references import (
     prepare_file,
     prepare_lane_references,
@@ -62,8 +63,11 @@ class RuntimeOverrides(Frozen):
 
     references: dict[str, str] = Field(default_factory=dict)
     unbind: tuple[str, ...] = ()
+    max_calls: int | None = Field(default=None, gt=0)
+    """`notarius run --max-calls`: replaces the profile's `pipeline.budget.max_calls`."""
 
     def active(self) -> bool:
+        """Whether the profile must be resolved again (the call budget needs no resolution)."""
         return bool(self.references or self.unbind)
 
     def bindings(self) -> list[RuntimeBinding]:
@@ -118,11 +122,15 @@ def load_source_document(
     for binding in file_bindings(pipeline):
         prepare_file(binding)
     path = stored_transcript(transcripts, session_id)
+    limit = pipeline.limits.max_transcript_bytes
+    with path.open("rb") as handle:
+        raw = handle.read(limit + 1)  # enough to refuse a bigger file, never the whole of it
     return parse_transcript(
-        path.read_bytes(),
+        raw,
         file_name=path.name,
         source_id=session_id,
         input_format=pipeline.input_format,
+        limits=pipeline.limits,
     )
 
 
@@ -136,17 +144,36 @@ def chunk_document(
     """Chunk the document with the run's chunker; its reference files are prepared here (the
     chunker cannot consume a lane artifact) and their provenance and warnings recorded in the
     result."""
-    stage = plan.for_run(overrides).chunk
+    pipeline = plan.for_run(overrides)
+    stage = pipeline.chunk
     prepared = [prepare_file(b) for b in stage.references]
     refs = {ref.slot: ref for ref, _ in prepared}
     # No chunker shipped today calls a model; an LLM-backed one would take a client here.
     result = run_chunk_stage(stage, document, session_id=session_id, references=refs)
+    if result.chunk_map is not None:
+        check_run_budget(pipeline, result.chunk_map.chunks, overrides)
     return result.model_copy(
         update={
             "references": tuple(dict(ref.provenance) for ref in refs.values()),
             "warnings": tuple(w for _, warns in prepared for w in warns),
         }
     )
+
+
+def check_run_budget(
+    pipeline: ResolvedPipeline, chunks: Sequence[Chunk], overrides: RuntimeOverrides
+) -> None:
+    """Refuse the run (BudgetError) when one call per chunk per lane, or the prompt tokens
+    that estimates, exceeds its budget: the profile's `pipeline.budget`, with `max_calls`
+    replaced by `notarius run --max-calls`. Checked after chunking, before the first lane, so
+    the UI, the sensor's runs and the CLI all stop here, before any model call."""
+    budget = pipeline.budget
+    source = "the profile's pipeline.budget"
+    if overrides.max_calls is not None:
+        budget = budget.model_copy(update={"max_calls": overrides.max_calls})
+        source = f"--max-calls {overrides.max_calls} with the profile's pipeline.budget"
+    estimate = estimate_run([len(c.content) for c in chunks], lanes=len(pipeline.lanes))
+    check_budget(estimate, budget, source=source)
 
 
 def skipped_lane_result(lane: ResolvedLane) -> LaneResult:
@@ -175,6 +202,7 @@ def run_lane_step(
     max_concurrency: int,
     checkpoints: CheckpointStore | None,
     progress: Progress | None = None,
+    deadline: LaneDeadline | None = None,
 ) -> LaneResult:
     """Run one lane of the run's pipeline. `upstream` holds the results of the lanes it
     depends on in the asset graph, by lane id. Its references (files and other lanes'
@@ -198,6 +226,7 @@ def run_lane_step(
             max_concurrency=max_concurrency,
             checkpoints=checkpoints,
             progress=progress,
+            deadline=deadline,
         )
     return result.model_copy(
         update={

@@ -46,6 +46,11 @@ class LLMProfile(Frozen):
     timeout_s: float = Field(default=120.0, gt=0)
     retries: int = Field(default=2, ge=0, description="retries of transient provider errors")
     max_concurrency: int = Field(default=1, ge=1)
+    lane_deadline_s: float = Field(
+        default=900.0,
+        gt=0,
+        description="a lane's total time, over its step retries: no chunk starts after it",
+    )
     server: ServerKind = "none"
     context_tokens: int = Field(default=4096, gt=0)
 
@@ -84,6 +89,7 @@ OFFLINE = LLMProfile(
     timeout_s=300,
     retries=1,
     max_concurrency=1,
+    lane_deadline_s=3600,  # a small model on a shared CPU: slow calls, not hanging ones
 )
 """The bundled offline model (SmolLM2-135M-Instruct via llama.cpp): proves the real path works
 offline, extracts poorly. Every value is published in the manifests of its runs, and its model,

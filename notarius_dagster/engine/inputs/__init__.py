@@ -13,11 +13,17 @@ from __future__ import annotations
 
 from notarius_dagster.engine.digest import digest_of
 from notarius_dagster.engine.errors import InputError
-from notarius_dagster.engine.inputs.base import InputAdapter, display_name
+from notarius_dagster.engine.inputs.base import InputAdapter, display_name, split_lines
 from notarius_dagster.engine.inputs.jsonl import JsonlAdapter
 from notarius_dagster.engine.inputs.plaintext import PlainTextAdapter
 from notarius_dagster.engine.inputs.srt import SrtAdapter
 from notarius_dagster.engine.inputs.webvtt import WebVttAdapter
+from notarius_dagster.engine.limits import (
+    DEFAULT_INPUT_LIMITS,
+    UNIT_ID_MAX,
+    UNIT_ID_MIN,
+    InputLimits,
+)
 from notarius_dagster.engine.models import SourceDocument, SourceUnit
 from notarius_dagster.engine.session_ids import validate_session_id
 
@@ -90,6 +96,47 @@ def _decode(raw: bytes, file_name: str) -> str:
         ) from None
 
 
+def _unit_place(text: str, position: int, format_key: str, file_name: str) -> str:
+    """Where the unit at `position` is, for an error: its line in the line-per-unit formats
+    (JSON Lines, plain text: the position-th non-blank line), its cue in the subtitle formats."""
+    name = display_name(file_name)
+    if format_key in ("jsonl", "text"):
+        seen = -1
+        for line_no, line in enumerate(split_lines(text), start=1):
+            if line.strip():
+                seen += 1
+                if seen == position:
+                    return f"{name} line {line_no}"
+    return f"{name} cue {position + 1}"
+
+
+def _check_units(
+    units: tuple[SourceUnit, ...],
+    text: str,
+    format_key: str,
+    file_name: str,
+    limits: InputLimits,
+) -> None:
+    """The unit count, each unit's size and its id range, against the limits."""
+    if len(units) > limits.max_units:
+        raise InputError(
+            f"{display_name(file_name)}: {len(units)} units; the limit is {limits.max_units} "
+            "(pipeline.limits.max_units)"
+        )
+    for position, unit in enumerate(units):
+        if len(unit.text) > limits.max_unit_chars:
+            raise InputError(
+                f"{_unit_place(text, position, format_key, file_name)}: unit has "
+                f"{len(unit.text)} characters; the limit is {limits.max_unit_chars} "
+                "(pipeline.limits.max_unit_chars); split the utterance"
+            )
+        if not UNIT_ID_MIN <= unit.unit_id <= UNIT_ID_MAX:
+            raise InputError(
+                f"{_unit_place(text, position, format_key, file_name)}: unit id must fit a "
+                "signed 64-bit integer"
+            )
+
+
 def document_digest(units: tuple[SourceUnit, ...] | list[SourceUnit]) -> str:
     """The semantic digest of a document: sha256 over canonical units, not the raw bytes, so
     reformatting a file (key order, whitespace, line endings, BOM) does not look like a new
@@ -108,7 +155,12 @@ def document_digest(units: tuple[SourceUnit, ...] | list[SourceUnit]) -> str:
 
 
 def parse_transcript(
-    raw: bytes, *, file_name: str, source_id: str, input_format: str | None = None
+    raw: bytes,
+    *,
+    file_name: str,
+    source_id: str,
+    input_format: str | None = None,
+    limits: InputLimits = DEFAULT_INPUT_LIMITS,
 ) -> SourceDocument:
     """Parse raw transcript bytes into a SourceDocument with id `source_id` (a session id).
 
@@ -118,10 +170,16 @@ def parse_transcript(
     """
     validate_session_id(source_id)
     adapter = INPUT_FORMATS[format_for(file_name, input_format)]
+    if len(raw) > limits.max_transcript_bytes:
+        raise InputError(
+            f"{display_name(file_name)}: the transcript is {len(raw)} bytes; the limit is "
+            f"{limits.max_transcript_bytes} (pipeline.limits.max_transcript_bytes)"
+        )
     text = _decode(raw, file_name)
     units = tuple(adapter.parse_units(text, file_name))
     if not units:
         raise InputError(f"{display_name(file_name)}: the transcript has no units")
+    _check_units(units, text, adapter.key, file_name, limits)
     seen: dict[int, int] = {}
     for position, unit in enumerate(units):
         if unit.unit_id in seen:  # adapters check this with line numbers; this guards new ones

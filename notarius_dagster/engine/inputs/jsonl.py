@@ -12,6 +12,7 @@ import math
 from typing import Any
 
 from notarius_dagster.engine.inputs.base import UTTERANCE, line_error, split_lines
+from notarius_dagster.engine.limits import UNIT_ID_MAX, UNIT_ID_MIN
 from notarius_dagster.engine.models import SourceUnit
 
 _KEY_SHOWN_CHARS = 40
@@ -156,6 +157,10 @@ class JsonlAdapter:
                 file_name,
                 line_no,
                 f"key 'unit_id' must be an integer, got {_json_type(unit_id)}",
+            )
+        if not UNIT_ID_MIN <= unit_id <= UNIT_ID_MAX:
+            raise line_error(
+                file_name, line_no, "key 'unit_id' must fit a signed 64-bit integer"
             )
         metadata: dict[str, Any] = {}
         if "speaker" in obj:
