@@ -91,7 +91,7 @@ _TOKEN = re.compile(r"[A-Za-z]+|[0-9]+|\s+|.", re.DOTALL)
 _SEPARATORS = frozenset(" ,.:;-()'")
 _WORDS = re.compile(r"[A-Za-z]+")
 _PROVIDER_PREFIX = re.compile(
-    r"^\s*(?:litellm\.)?[A-Za-z]+(?:Error|Exception|Timeout)\s*:\s*"
+    r"^\s*(?:litellm\.)?[A-Za-z]*(?:Error|Exception|Timeout)\s*:\s*"
     r"(?:[A-Za-z]+(?:Error|Exception)\s*[:-]\s*)*"
 )
 
@@ -127,7 +127,7 @@ def safe_summary(message: str, sent: Iterable[str]) -> str:
     exist"), never an echo, however the echo was escaped, cut or re-wrapped."""
     forms = _sent_forms(sent)
     sent_words = {w.lower() for form in forms for w in _WORDS.findall(form)}
-    text = _PROVIDER_PREFIX.sub("", message, count=1)
+    text = _PROVIDER_PREFIX.sub("", message, count=1).split("Error_str:", 1)[0]
     kept: list[str] = []
     words = 0
     for token in _TOKEN.findall(text):

@@ -239,39 +239,49 @@ def provider_error(
     credential, is redacted from the result."""
     texts = (request.system, request.user, *sent)
     raw = redact_secrets(str(exc), (api_key,))
+    chain = _causes(exc)
     parts = [type(exc).__name__]
-    status = getattr(exc, "status_code", None)
-    if isinstance(status, int) and 100 <= status <= 599:
-        parts.insert(0, f"HTTP {status}")
+    if any(isinstance(c, openai.APITimeoutError | TimeoutError) for c in chain):
+        # litellm reports a timeout as HTTP 408 and a lost connection as HTTP 500: no status
+        # came from the provider, so none is shown; what happened is said instead.
+        parts.append(f"no answer within {timeout_s:g} s" if timeout_s else "timed out")
+    elif any(isinstance(c, openai.APIConnectionError | ConnectionError) for c in chain):
+        parts.append(_connection_cause(chain))
+    else:
+        status = getattr(exc, "status_code", None)
+        if isinstance(status, int) and 100 <= status <= 599:
+            parts.insert(0, f"HTTP {status}")
     fields = {
         k: v for k, v in provider_fields(raw).items() if safe_summary(v.replace("_", " "), texts)
     }
     parts.extend(f"{k} {v}" for k, v in fields.items())
-    if isinstance(exc, openai.APITimeoutError) or "timeout" in type(exc).__name__.lower():
-        parts.append(f"no answer within {timeout_s:g} s" if timeout_s else "timed out")
-    elif isinstance(exc, openai.APIConnectionError):
-        parts.append(_connection_cause(exc))
     summary = redact_secrets(safe_summary(raw, texts), (api_key,))
     tries = "attempt" if attempts == 1 else "attempts"
-    head = ", ".join(parts)
-    text = f"LLM call to {model} failed after {attempts} {tries}: {head}"
+    text = f"LLM call to {model} failed after {attempts} {tries}: {', '.join(parts)}"
     if summary:
         text = f"{text}: {summary}"
     return TransientLLMError(text) if is_transient(exc) else LLMError(text)
 
 
-def _connection_cause(exc: BaseException) -> str:
-    """What broke a connection, named by the class of the lowest cause (never its text)."""
-    names = []
+def _causes(exc: BaseException) -> list[BaseException]:
+    """`exc` and the exceptions it was raised from (bounded: a chain may be long)."""
+    chain: list[BaseException] = []
     cause: BaseException | None = exc
-    while cause is not None and len(names) < 8:
-        names.append(type(cause).__name__)
+    while cause is not None and len(chain) < 16 and cause not in chain:
+        chain.append(cause)
         cause = cause.__cause__ or cause.__context__
-    joined = " ".join(names).lower()
-    if "reset" in joined or "remoteprotocol" in joined or "disconnect" in joined:
-        return "connection reset or closed by the provider"
-    if "refused" in joined or "connecterror" in joined:
-        return "could not connect"
+    return chain
+
+
+def _connection_cause(chain: Sequence[BaseException]) -> str:
+    """What broke a connection, named by the classes in the chain (never their text)."""
+    if any(isinstance(c, ConnectionResetError) for c in chain):
+        return "connection reset by the provider"
+    if any(isinstance(c, ConnectionRefusedError) for c in chain):
+        return "connection refused"
+    names = " ".join(type(c).__name__ for c in chain).lower()
+    if "remoteprotocol" in names or "disconnect" in names:
+        return "the provider closed the connection without an answer"
     return "connection failed"
 
 
