@@ -27,8 +27,11 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from types import TracebackType
 from typing import Any
+
+import yaml
 
 MODES = ("ok", "status", "echo", "echo-ok", "hang", "reset")
 
@@ -192,6 +195,27 @@ class FakeProvider:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+KEY_ENV = "NOTARIUS_FAKE_PROVIDER_KEY"
+"""The environment variable profiles written by `profile_for` read the API key from."""
+
+
+def profile_for(
+    base: Path, folder: Path, api_base: str, *, name: str = "fake", **llm: Any
+) -> Path:
+    """A copy of pipeline profile `base` in `folder` whose LLM profile is the fake provider at
+    `api_base` (model `openai/fake`, key from `KEY_ENV`; `llm` overrides timeout, retries...)."""
+    config = yaml.safe_load(base.read_text())
+    config["pipeline"]["llm_profile"] = name
+    config.setdefault("llm_profiles", {})[name] = {
+        "model": "openai/fake", "api_base": api_base, "api_key_env": KEY_ENV,
+        "timeout_s": 2, "retries": 0, "max_concurrency": 2, **llm,
+    }
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / base.name
+    target.write_text(yaml.safe_dump(config, sort_keys=False))
+    return target
 
 
 def main(argv: list[str]) -> None:

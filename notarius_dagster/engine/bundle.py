@@ -19,6 +19,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from notarius_dagster.engine.errors import OutputError
+from notarius_dagster.engine.failure_causes import cause_of
 
 JSON_MEDIA_TYPE = "application/json"
 VERSIONS_DIR = ".versions"
@@ -109,6 +110,20 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def _write_file(target: Path, data: bytes, rel: str) -> None:
+    """Write one bundle file; a failure (disk full) names the logical file, not the path."""
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open(target, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except OSError as exc:
+        raise OutputError(
+            f"publish: cannot write {rel}: {cause_of(exc)}; the published bundle is unchanged"
+        ) from exc
+
+
 def publish_bundle(root: Path, session_id: str, encoded: dict[str, bytes]) -> Path:
     """Write a new version and atomically point `root/session_id` at it. Returns the path
     readers use (`root/session_id`)."""
@@ -119,12 +134,7 @@ def publish_bundle(root: Path, session_id: str, encoded: dict[str, bytes]) -> Pa
     staging = versions / f".staging-{version.name}"
     try:
         for rel, data in encoded.items():
-            target = staging / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with open(target, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
+            _write_file(staging / rel, data, rel)
         os.replace(staging, version)
         _fsync_dir(versions)
         link = root / session_id

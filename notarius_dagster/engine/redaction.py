@@ -29,7 +29,7 @@ _BEARER = re.compile(r"(?i)\b(bearer)(\s+)[A-Za-z0-9._~+/=:-]+|\b(basic)(\s+)[A-
 _SK_KEY = re.compile(r"\b(?:sk|pk|rk|ak)-[A-Za-z0-9._-]{6,}")
 _ASSIGNMENT = re.compile(
     r"(?i)\b((?:x-)?api[_-]?key|apikey|access[_-]?token|auth[_-]?token|token|secret|password|"
-    r"passwd|authorization|key)(\s*[=:]\s*)(\"|')?([^\s\"',;&}]+)"
+    r"passwd|authorization|key)(\\?[\"']?\s*[=:]\s*)(?:(\\?[\"'])(.{0,200}?)\3|([^\s\"',;&}]+))"
 )
 _URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]+@")
 _LONG_SECRETISH = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{24,}={0,2}(?![A-Za-z0-9+/_-])")
@@ -42,6 +42,11 @@ def _looks_random(token: str) -> bool:
     return has_digit and has_alpha
 
 
+def _redact_assignment(match: re.Match[str]) -> str:
+    quote = match.group(3) or ""
+    return f"{match.group(1)}{match.group(2)}{quote}{REDACTED}{quote}"
+
+
 def redact_secrets(text: str, secrets: Iterable[str | None] = ()) -> str:
     """`text` with every known secret and every credential-shaped string replaced."""
     for secret in sorted((s for s in secrets if s and len(s) >= MIN_SECRET), key=len, reverse=True):
@@ -52,7 +57,7 @@ def redact_secrets(text: str, secrets: Iterable[str | None] = ()) -> str:
         lambda m: f"{m.group(1) or m.group(3)}{m.group(2) or m.group(4)}{REDACTED}", text
     )
     text = _SK_KEY.sub(REDACTED, text)
-    text = _ASSIGNMENT.sub(lambda m: f"{m.group(1)}{m.group(2)}{m.group(3) or ''}{REDACTED}", text)
+    text = _ASSIGNMENT.sub(_redact_assignment, text)
     return _LONG_SECRETISH.sub(
         lambda m: REDACTED if _looks_random(m.group(0)) else m.group(0), text
     )
