@@ -132,3 +132,20 @@ def test_a_lane_module_out_of_memory_says_so(
     with scripted_llm(lane_responder):
         outcome = run(tmp_path, instance, OFFLINE, llm_profile="test-double")
     assert_says(outcome, instance, "npcs", "out of memory")
+
+
+def test_a_full_disk_where_no_asset_catches_it_still_names_the_cause(
+    tmp_path: Path, instance: DagsterInstance, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from resources.io_managers import JsonAssetIOManager
+
+    def full(self: Any, context: Any, obj: Any) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", "/private/store/value.json")
+
+    monkeypatch.setattr(JsonAssetIOManager, "handle_output", full)
+    with scripted_llm(lane_responder):
+        outcome = run(tmp_path, instance, OFFLINE, llm_profile="test-double")
+    assert not outcome.success and outcome.error is not None
+    assert outcome.error.startswith("source_document: ")
+    assert "OSError: no space left on device (ENOSPC)" in outcome.error
+    assert "/private/store" not in outcome.error
