@@ -170,7 +170,7 @@ class FakeProvider:
 
     def record(self, handler: BaseHTTPRequestHandler, body: bytes) -> None:
         with self._lock:
-            self.headers.append(dict(handler.headers.items()))
+            self.headers.append({k.lower(): v for k, v in handler.headers.items()})
             try:
                 self.requests.append(json.loads(body or b"{}"))
             except ValueError:
