@@ -297,8 +297,9 @@ def echo_request() -> StructuredRequest:
 
 def leaked(message: str) -> list[str]:
     """Every form of the key, the prompt line and the unit text found in `message`."""
-    forms = {KEY, PROMPT_LINE, UNIT, json.dumps(UNIT)[1:-1], json.dumps(UNIT, ensure_ascii=False)[1:-1],
-             json.dumps(PROMPT_LINE)[1:-1], "swordfish", "vault code"}
+    forms = {KEY, PROMPT_LINE, UNIT, json.dumps(UNIT)[1:-1],
+             json.dumps(UNIT, ensure_ascii=False)[1:-1], json.dumps(PROMPT_LINE)[1:-1],
+             "swordfish", "vault code"}
     return sorted(f for f in forms if f in message)
 
 
