@@ -134,10 +134,10 @@ def test_cli_run_against_an_echoing_provider_leaks_nothing_and_says_what_happene
         sent = list(fake.headers)
     assert done.returncode == 1, done.stderr
     assert sent and all(h.get("authorization", "").startswith("Basic ") for h in sent)
-    error = done.stderr.strip().splitlines()[-1]
-    assert error.startswith("error: run ") and "HTTP 400" in error and "BadRequestError" in error
     places = {"stdout": done.stdout, "stderr": done.stderr, **cli_event_log(tmp_path)}
     assert leaks(needles(path), places) == []
+    error = done.stderr.strip().splitlines()[-1]
+    assert error.startswith("error: run ") and "HTTP 400" in error and "BadRequestError" in error
     assert not (tmp_path / "bundles" / "sec").exists()
 
 
@@ -174,6 +174,6 @@ def test_the_dagster_job_against_an_echoing_provider_leaks_nothing(
     # the key really was sent (and echoed) when no user:password replaces it
     assert sent and all((key in h) != with_userinfo for h in sent)
     assert not outcome.success and outcome.error is not None
-    assert "HTTP 401" in outcome.error and "AuthenticationError" in outcome.error
     places["the run's error"] = outcome.error
     assert leaks(needles(path), places) == []
+    assert "HTTP 401" in outcome.error and "AuthenticationError" in outcome.error
