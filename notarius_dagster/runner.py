@@ -130,7 +130,9 @@ def failure_text(event: DagsterEvent) -> str:
         return f"{step}: failed"
     user = data.user_failure_data
     if user is not None and user.description:
-        return redact_secrets(f"{step}: {user.description.strip()}")
+        description = user.description.strip()
+        named = description.startswith(f"{step}:")  # most assets name themselves
+        return redact_secrets(description if named else f"{step}: {description}")
     if data.error is None:
         return f"{step}: failed"
     parts = [data.error.message.strip().rstrip(":")]
