@@ -92,7 +92,7 @@ def runtime_references_config(
 
 LANE_STEP_RETRIES = 2
 """Step retries of a lane after a transient provider error outlasted the client's retries."""
-LANE_STEP_RETRY_WAIT_S = 10
+STEP_RETRY_WAIT_S = 10
 
 
 def _fail(exc: NotariusError, what: str) -> Failure:
@@ -224,10 +224,10 @@ def build_lane_asset(plan: RunPipeline, lane: ResolvedLane) -> AssetsDefinition:
                 ) from None
             context.log.warning(redact_secrets(
                 f"lane {lane.id}: step attempt {attempt} of {LANE_STEP_RETRIES + 1} failed "
-                f"({exc}); retrying in {LANE_STEP_RETRY_WAIT_S} s"
+                f"({exc}); retrying in {STEP_RETRY_WAIT_S} s"
             ))
             raise RetryRequested(
-                max_retries=LANE_STEP_RETRIES, seconds_to_wait=LANE_STEP_RETRY_WAIT_S
+                max_retries=LANE_STEP_RETRIES, seconds_to_wait=STEP_RETRY_WAIT_S
             ) from None
         except LLMUnavailableError as exc:
             raise _fail(exc, f"lane {lane.id}: the chosen LLM tier is unavailable") from None

@@ -31,7 +31,7 @@ KEY = "sk-fake-9f8e7d6c5b4a3f2e1d0c"
 
 @pytest.fixture(autouse=True)
 def quick_step_retries(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(factory, "LANE_STEP_RETRY_WAIT_S", 0)
+    monkeypatch.setattr(factory, "STEP_RETRY_WAIT_S", 0)
     monkeypatch.setenv(KEY_ENV, KEY)
 
 
