@@ -48,9 +48,11 @@ from notarius_dagster.engine.errors import (
     NotariusError,
     TransientLLMError,
 )
+from notarius_dagster.engine.failure_causes import cause_of
 from notarius_dagster.engine.inputs import EXTENSION_FORMATS
 from notarius_dagster.engine.lane_runner import LaneDeadline, LaneResult
 from notarius_dagster.engine.models import SourceDocument
+from notarius_dagster.engine.redaction import redact_secrets
 from notarius_dagster.engine.resolution import ResolvedLane, ResolvedPipeline
 from notarius_dagster.engine.session_bundle import publish_session_bundle
 from notarius_dagster.engine.session_steps import (
@@ -108,9 +110,22 @@ def runtime_references_config(
     return {"ops": {name: {"config": config} for name in runtime_reference_assets(pipeline)}}
 
 
+LANE_STEP_RETRIES = 2
+"""Step retries of a lane after a transient provider error outlasted the client's retries."""
+STEP_RETRY_WAIT_S = 10
+
+
 def _fail(exc: NotariusError, what: str) -> Failure:
-    """A content-safe failure a person can act on (the engine's message, not a traceback)."""
-    return Failure(description=f"{what}: {exc}")
+    """A content-safe failure a person can act on (the engine's message, not a traceback),
+    with anything shaped like a credential redacted."""
+    return Failure(description=redact_secrets(f"{what}: {exc}"))
+
+
+def _fail_unexpected(exc: BaseException, what: str) -> Failure:
+    """A failure the code did not raise on purpose (disk full, out of memory): its cause,
+    named without paths or content, instead of Dagster's bare `Error occurred while
+    executing op`."""
+    return Failure(description=f"{what}: {cause_of(exc)}")
 
 
 def missing_transcript_message(session_id: str) -> str:
@@ -164,6 +179,8 @@ def build_source_document_asset(plan: RunPipeline) -> AssetsDefinition:
             )
         except NotariusError as exc:
             raise _fail(exc, "source_document") from None
+        except (OSError, MemoryError) as exc:
+            raise _fail_unexpected(exc, "source_document") from None
         return Output(
             document,
             data_version=None,
@@ -201,6 +218,8 @@ def build_chunk_map_asset(plan: RunPipeline) -> AssetsDefinition:
             )
         except NotariusError as exc:
             raise _fail(exc, "chunk_map") from None
+        except (OSError, MemoryError) as exc:
+            raise _fail_unexpected(exc, "chunk_map") from None
         meta: dict[str, Any] = {
             "chunks": len(result.chunk_map.chunks) if result.chunk_map else 0,
             "rejected": result.rejection is not None,
@@ -276,11 +295,26 @@ def build_lane_asset(plan: RunPipeline, lane: ResolvedLane) -> AssetsDefinition:
         except TransientLLMError as exc:
             if deadline.remaining() <= STEP_RETRY_WAIT_S:  # a retry would start past it
                 raise _fail(deadline.error(lane.id, cause=str(exc)), f"lane {lane.id}") from None
-            raise RetryRequested(max_retries=2, seconds_to_wait=STEP_RETRY_WAIT_S) from exc
+            # Dagster's own message when step retries run out is only `Exceeded max_retries`:
+            # the last attempt fails with the provider's cause instead.
+            attempt = context.retry_number + 1
+            if context.retry_number >= LANE_STEP_RETRIES:
+                raise _fail(
+                    exc, f"lane {lane.id}: failed in each of {attempt} step attempts; last"
+                ) from None
+            context.log.warning(redact_secrets(
+                f"lane {lane.id}: step attempt {attempt} of {LANE_STEP_RETRIES + 1} failed "
+                f"({exc}); retrying in {STEP_RETRY_WAIT_S} s"
+            ))
+            raise RetryRequested(
+                max_retries=LANE_STEP_RETRIES, seconds_to_wait=STEP_RETRY_WAIT_S
+            ) from None
         except LLMUnavailableError as exc:
             raise _fail(exc, f"lane {lane.id}: the chosen LLM tier is unavailable") from None
         except (LLMError, NotariusError) as exc:
             raise _fail(exc, f"lane {lane.id}") from None
+        except (OSError, MemoryError) as exc:
+            raise _fail_unexpected(exc, f"lane {lane.id}") from None
         return Output(result, metadata=lane_metadata(result))
 
     return lane_asset
@@ -326,6 +360,8 @@ def build_bundle_asset(pipeline: ResolvedPipeline, *, with_evidence: bool) -> As
             )
         except NotariusError as exc:
             raise _fail(exc, "session_bundle") from None
+        except (OSError, MemoryError) as exc:
+            raise _fail_unexpected(exc, "session_bundle: publish") from None
         session_id = context.partition_key
         results = [upstream[asset_name(lane.id)] for lane in pipeline.lanes]
         ran = lanes_materialized_in_run(

@@ -25,10 +25,11 @@ from notarius_dagster.store import store_paths
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from notarius_dagster.engine.errors import NotariusError
+    from notarius_dagster.engine.errors import NotariusError, SessionIdError
+    from notarius_dagster.engine.redaction import redact_secrets
     from notarius_dagster.engine.resolution import RuntimeBinding
     from notarius_dagster.engine.session_ids import session_id_from_filename, validate_session_id
-    from notarius_dagster.engine.transcripts import register_transcript
+    from notarius_dagster.engine.transcripts import check_same_source, register_transcript
     from notarius_dagster.run_guard import guard_session_run
     from notarius_dagster.run_summary import print_summary
     from notarius_dagster.runner import run_session
@@ -37,15 +38,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not path.is_file():
         print(f"error: transcript {path.name!r} not found", file=sys.stderr)
         return EXIT_USAGE
+    store = store_paths(data=args.data, bundles=args.out)
     try:
-        session_id = (
-            validate_session_id(args.session_id)
-            if args.session_id
-            else session_id_from_filename(path.name)
-        )
+        # A usage error (exit 2): an explicit id must be valid, and an empty one is no id.
+        if args.session_id is not None:
+            session_id = validate_session_id(args.session_id)
+        else:
+            session_id = session_id_from_filename(path.name)
+            check_same_source(store.transcripts, session_id, path.name)
+    except SessionIdError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
         ensure_dagster_home()
         guard_session_run(session_id)  # one writer per session (notarius_dagster/run_guard.py)
-        store = store_paths(data=args.data, bundles=args.out)
         register_transcript(store.transcripts, session_id, path)
         refs = [
             RuntimeBinding(selector=s, path=p)
@@ -65,7 +71,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             max_calls=args.max_calls,
         )
     except NotariusError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {redact_secrets(str(exc))}", file=sys.stderr)
         return EXIT_FAILED
     if not outcome.success:
         print(f"error: run {outcome.run_id} failed: {outcome.error}", file=sys.stderr)

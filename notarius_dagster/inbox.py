@@ -391,7 +391,7 @@ def register_content(store: Path, transcript: InboxTranscript) -> None:
     with tempfile.TemporaryDirectory(prefix="notarius-inbox-") as staging:
         staged = Path(staging) / f"{transcript.session_id}{transcript.extension}"
         staged.write_bytes(transcript.content)
-        register_transcript(store, transcript.session_id, staged)
+        register_transcript(store, transcript.session_id, staged, name=transcript.name)
 
 
 def take_inbox(

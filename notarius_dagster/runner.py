@@ -9,15 +9,19 @@ without leaving a failed run behind."""
 
 from __future__ import annotations
 
+import errno
+import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dagster import DagsterInstance, Definitions
+from dagster import DagsterEvent, DagsterInstance, Definitions
 
 from assets.jobs import SESSION_JOB_NAME
 from assets.partitions import sessions_partitions
+from notarius_dagster.engine.redaction import redact_secrets
 from notarius_dagster.engine.resolution import RuntimeBinding
 from notarius_dagster.engine.session_steps import RuntimeOverrides
 from notarius_dagster.run_guard import cli_run_tags
@@ -113,9 +117,45 @@ def run_session(
     error = None
     if not result.success:
         failures = [e for e in result.all_events if e.is_step_failure]
-        if failures and failures[0].step_failure_data and failures[0].step_failure_data.error:
-            err = failures[0].step_failure_data.error
-            error = f"{failures[0].step_key}: {err.message.strip()}"
-        else:
-            error = "the run did not succeed"
+        error = failure_text(failures[0]) if failures else "the run did not succeed"
     return RunOutcome(run_id=result.run_id, success=result.success, error=error)
+
+
+_ERRNO = re.compile(r"\[Errno (\d+)\]")
+
+
+def failure_text(event: DagsterEvent) -> str:
+    """The cause of a step failure, as the CLI prints it: the `Failure` description the asset
+    gave (content-safe by construction), else Dagster's message followed by the class of each
+    cause it wraps (`Error occurred while executing op ...:` says nothing by itself), with an
+    errno's meaning instead of an OSError's own text (which carries a path). Credentials that
+    slipped in anyway are redacted."""
+    data = event.step_failure_data
+    step = event.step_key or "run"
+    if data is None:
+        return f"{step}: failed"
+    user = data.user_failure_data
+    if user is not None and user.description:
+        description = user.description.strip()
+        named = description.startswith(f"{step}:")  # most assets name themselves
+        return redact_secrets(description if named else f"{step}: {description}")
+    if data.error is None:
+        return f"{step}: failed"
+    parts = [data.error.message.strip().rstrip(":")]
+    cause = data.error.cause or data.error.context
+    while cause is not None and len(parts) < 6:
+        parts.append(_cause_text(cause))
+        cause = cause.cause or cause.context
+    return redact_secrets(f"{step}: " + ": ".join(p for p in parts if p))
+
+
+def _cause_text(error: Any) -> str:
+    """One wrapped cause (Dagster's serialized error info: `cls_name`, `message`)."""
+    found = _ERRNO.search(error.message)
+    if found:
+        code = int(found.group(1))
+        symbol = errno.errorcode.get(code, f"errno {code}")
+        return f"{error.cls_name}: {os.strerror(code).lower()} ({symbol})"
+    if error.cls_name == "MemoryError":
+        return "out of memory (MemoryError)"
+    return error.cls_name or ""

@@ -45,14 +45,16 @@ def test_run_fails_with_the_file_and_line_and_no_traceback(tmp_path: Path) -> No
     bad.write_text('{"text": "fine"}\n{"speaker": "DM", "text": 7}\n')
     done = notarius(tmp_path, *run_args(tmp_path, bad))
     assert done.returncode == 1
-    assert "broken-session.jsonl line 2" in done.stderr and "text" in done.stderr
+    # the user's file, not the store's copy (`broken-session.jsonl`)
+    assert "Broken Session.jsonl line 2" in done.stderr and "text" in done.stderr
+    assert "broken-session.jsonl" not in done.stderr
     assert "Traceback" not in done.stderr
     assert not (tmp_path / "bundles" / "broken-session").exists()
 
 
 def test_run_refuses_a_bad_session_id_and_a_bad_profile(tmp_path: Path) -> None:
     done = notarius(tmp_path, *run_args(tmp_path, SAMPLE, "--session-id", "Not OK"))
-    assert done.returncode == 1 and "session id" in done.stderr.lower()
+    assert done.returncode == 2 and "session id" in done.stderr.lower()  # a usage error
     profile = tmp_path / "typo.yaml"
     profile.write_text((REPO / "configs" / "offline.yaml").read_text().replace(
         "llm_profile: offline", "llm_profile: offline\n  lanez: []"))
@@ -71,3 +73,25 @@ def test_a_bad_runtime_reference_is_refused_before_anything_runs(tmp_path: Path)
         "target declares this slot")
     assert "Traceback" not in done.stderr
     assert not (tmp_path / "bundles").exists()
+
+
+def test_an_empty_session_id_is_refused_not_ignored(tmp_path: Path) -> None:
+    done = notarius(tmp_path, *run_args(tmp_path, SAMPLE, "--session-id", ""))
+    assert done.returncode == 2
+    assert "session id must match" in done.stderr and "got ''" in done.stderr
+    assert not (tmp_path / "data" / "transcripts").exists()
+
+
+def test_two_long_file_names_cut_to_one_session_id_are_refused(tmp_path: Path) -> None:
+    stem = "critical-role-campaign-two-episode-one-curious-beginnings-full-session"
+    first = tmp_path / f"{stem}-one-of-two.jsonl"
+    second = tmp_path / f"{stem}-two-of-two.jsonl"
+    for path in (first, second):
+        path.write_text('{"speaker": "DM", "text": 7}\n')  # registered, then refused
+    assert notarius(tmp_path, *run_args(tmp_path, first)).returncode == 1
+    done = notarius(tmp_path, *run_args(tmp_path, second))
+    assert done.returncode == 2
+    assert first.name in done.stderr and second.name in done.stderr
+    assert "--session-id" in done.stderr
+    again = notarius(tmp_path, *run_args(tmp_path, first))  # the same file again is fine
+    assert again.returncode == 1 and "both give session id" not in again.stderr

@@ -101,6 +101,7 @@ def test_failed_run_keeps_the_previous_bundle(tmp_path: Path, instance: DagsterI
             quiet=True,
         )
     assert not outcome.success
-    assert outcome.error is not None and "sample.jsonl line 2" in outcome.error
+    # the user's file, not the store's copy (`sample.jsonl`)
+    assert outcome.error is not None and "bad.jsonl line 2" in outcome.error
     assert "text" in outcome.error
     assert (bundle / "lanes" / "npcs.json").read_text() == before

@@ -281,3 +281,131 @@ def test_fingerprint_ignores_settings_that_do_not_change_an_extraction() -> None
     assert base.fingerprint() == double_profile(name="other", max_concurrency=4, retries=0,
                                                 timeout_s=5).fingerprint()
     assert base.fingerprint() != double_profile(max_tokens=64).fingerprint()
+
+
+# --- provider errors are untrusted text (issue 10: secrets and text) ---------------------------
+# Through the real network path: litellm -> OpenAI SDK -> httpx -> a fake provider on loopback.
+
+UNIT = 'Mira said: "the vault code is swordfish," and left — café ñ\tnow'
+PROMPT_LINE = "Extract every non-player character who speaks or is spoken to."
+KEY = "sk-proj-Q7f3kZ9x2LmN8pR4tV6wY1aB"
+
+
+def echo_request() -> StructuredRequest:
+    return request(system=f"{PROMPT_LINE}\nList each one once.", user=f"[1] DM: {UNIT}\n[2] DM: ok")
+
+
+def leaked(message: str) -> list[str]:
+    """Every form of the key, the prompt line and the unit text found in `message`."""
+    forms = {KEY, PROMPT_LINE, UNIT, json.dumps(UNIT)[1:-1],
+             json.dumps(UNIT, ensure_ascii=False)[1:-1], json.dumps(PROMPT_LINE)[1:-1],
+             "swordfish", "vault code"}
+    return sorted(f for f in forms if f in message)
+
+
+def fake_profile(fake: Any, **overrides: Any) -> LLMProfile:
+    fields: dict[str, Any] = {"name": "fake", "model": "openai/fake", "api_base": fake.api_base,
+                              "api_key_env": "NOTARIUS_FAKE_KEY", "timeout_s": 2, "retries": 0}
+    return LLMProfile(**(fields | overrides))
+
+
+def fail_against(mode: str, monkeypatch: pytest.MonkeyPatch, *, status: int = 500,
+                 **overrides: Any) -> LLMError:
+    from tests.fake_provider import FakeProvider
+
+    monkeypatch.setenv("NOTARIUS_FAKE_KEY", KEY)
+    with FakeProvider(mode, status=status) as fake, pytest.raises(LLMError) as caught:
+        LiteLLMClient(fake_profile(fake, **overrides), retry_backoff_s=0.0).complete_structured(
+            echo_request())
+    return caught.value
+
+
+@pytest.mark.parametrize("status", [400, 401])
+def test_an_echo_of_the_whole_request_and_the_key_reaches_nobody(
+    status: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    error = fail_against("echo", monkeypatch, status=status)
+    message = str(error)
+    assert leaked(message) == []
+    assert f"HTTP {status}" in message
+    assert ("AuthenticationError" if status == 401 else "BadRequestError") in message
+    assert "Incorrect API key provided" in message
+
+
+def test_a_persistent_500_says_its_status(monkeypatch: pytest.MonkeyPatch) -> None:
+    error = fail_against("status", monkeypatch, status=500, retries=1)
+    assert isinstance(error, TransientLLMError)
+    assert "after 2 attempts: HTTP 500, InternalServerError" in str(error)
+
+
+def test_a_hanging_provider_says_it_timed_out_after_the_profiles_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    error = fail_against("hang", monkeypatch, timeout_s=1)
+    assert isinstance(error, TransientLLMError)
+    assert "Timeout, no answer within 1 s" in str(error)
+
+
+def test_a_reset_connection_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    error = fail_against("reset", monkeypatch)
+    assert isinstance(error, TransientLLMError)
+    assert "connection reset by the provider" in str(error)
+    assert "HTTP 500" not in str(error)  # litellm's stand-in status, not the provider's
+
+
+def _echo_via_double(echo: str) -> str:
+    def provider(messages: list[dict[str, Any]], response_format: Any) -> str:
+        raise provider_error_of("bad_request", echo.replace("{KEY}", KEY).format(
+            request=json.dumps({"messages": messages}),
+            system=messages[0]["content"], user=messages[-1]["content"]))
+
+    with scripted_llm(provider), pytest.raises(LLMError) as caught:
+        client().complete_structured(echo_request())
+    return str(caught.value)
+
+
+@pytest.mark.parametrize("echo", [
+    # JSON-escaped: the request quoted inside the error, with \n, \" and \u escapes
+    "Invalid request: {request}",
+    "Bad value at messages: {request}",
+    # truncated: the echo cut mid-line (the key first, like real providers)
+    "Incorrect API key provided: Bearer {KEY}; could not parse {request:.140}",
+    # re-wrapped: the prompt re-flowed across lines
+    "Could not process prompt\n{user}",
+])
+def test_an_echo_escaped_cut_or_reflowed_carries_no_prompt_nor_unit_text(
+    echo: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    message = _echo_via_double(echo)
+    assert leaked(message) == [], message
+    assert "BadRequestError" in message and "HTTP 400" in message
+
+
+def test_a_reflowed_prompt_is_not_kept_either() -> None:
+    import textwrap
+
+    def provider(messages: list[dict[str, Any]], response_format: Any) -> str:
+        flowed = textwrap.fill(messages[0]["content"] + " " + messages[-1]["content"], 23)
+        raise provider_error_of("bad_request", f"unparseable input near\n{flowed}")
+
+    with scripted_llm(provider), pytest.raises(LLMError) as caught:
+        client().complete_structured(echo_request())
+    message = str(caught.value)
+    assert leaked(message) == [] and "every non" not in message.lower()
+    assert "unparseable input near" in message
+
+
+@pytest.mark.parametrize("shape", [
+    "Bearer abc.DEF-123_456", "sk-live-4f9a8b7c6d5e", "api_key=hunter2hunter2",
+    "key: 'q1w2e3r4t5'", "token=0123456789abcdef0123456789abcdef",
+    "d41d8cd98f00b204e9800998ecf8427e1234",
+])
+def test_anything_shaped_like_a_key_is_redacted_from_a_provider_error(shape: str) -> None:
+    def provider(messages: list[dict[str, Any]], response_format: Any) -> str:
+        raise provider_error_of("authentication", f"rejected credentials {shape} sorry")
+
+    with scripted_llm(provider), pytest.raises(LLMError) as caught:
+        client().complete_structured(request())
+    secret = shape.split("=")[-1].split(" ")[-1].strip("'")
+    assert secret not in str(caught.value)
+    assert "rejected credentials" in str(caught.value)

@@ -24,6 +24,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from notarius_dagster.engine.errors import OutputError
+from notarius_dagster.engine.failure_causes import cause_of
 
 JSON_MEDIA_TYPE = "application/json"
 VERSIONS_DIR = ".versions"
@@ -136,6 +137,20 @@ def publication_lock(root: Path, session_id: str) -> Iterator[None]:
         os.close(fd)  # closing the descriptor releases the lock
 
 
+def _write_file(target: Path, data: bytes, rel: str) -> None:
+    """Write one bundle file; a failure (disk full) names the logical file, not the path."""
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open(target, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except OSError as exc:
+        raise OutputError(
+            f"publish: cannot write {rel}: {cause_of(exc)}; the published bundle is unchanged"
+        ) from exc
+
+
 def publish_bundle(root: Path, session_id: str, encoded: dict[str, bytes]) -> Path:
     """Write a new version and atomically point `root/session_id` at it, holding the session's
     publication lock throughout. Returns the path readers use (`root/session_id`)."""
@@ -153,12 +168,7 @@ def _publish_locked(root: Path, session_id: str, encoded: dict[str, bytes]) -> P
     previous = Path(os.path.realpath(link)).name if link.is_symlink() else None
     try:
         for rel, data in encoded.items():
-            target = staging / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with open(target, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
+            _write_file(staging / rel, data, rel)
         os.replace(staging, version)
         _fsync_dir(versions)
         if link.exists() and not link.is_symlink():

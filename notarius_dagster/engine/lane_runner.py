@@ -41,6 +41,7 @@ from notarius_dagster.engine.errors import (
     NotariusError,
     TransientLLMError,
 )
+from notarius_dagster.engine.failure_causes import cause_of
 from notarius_dagster.engine.llm_contract import StructuredClient
 from notarius_dagster.engine.models import (
     Chunk,
@@ -529,7 +530,7 @@ def _attempt(
         except Exception as exc:  # framework-level: retry, then fail the lane
             if attempt < attempts:
                 continue
-            detail = str(exc) if isinstance(exc, NotariusError) else type(exc).__name__
+            detail = str(exc) if isinstance(exc, NotariusError) else cause_of(exc)
             raise LaneError(
                 f"{_where(stage, lane_id, chunk_id)} failed after {attempts} attempt(s): {detail}"
             ) from exc

@@ -5,6 +5,7 @@ prompts, responses, credentials or filesystem paths."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from notarius_dagster.engine.artifact_kinds import get_kind
 from notarius_dagster.engine.bundle import JSON_MEDIA_TYPE, lane_file
@@ -30,6 +31,7 @@ from notarius_dagster.engine.chunk_stage import ChunkResult
 from notarius_dagster.engine.contracts import LLMUsage
 from notarius_dagster.engine.lane_runner import LaneResult
 from notarius_dagster.engine.models import SourceDocument
+from notarius_dagster.engine.redaction import public_endpoint
 from notarius_dagster.engine.resolution import ResolvedPipeline
 
 
@@ -90,7 +92,6 @@ def build_manifest(
     total = LLMUsage()
     for lr in lane_results:
         total = total + lr.stats.usage
-    llm_public = set(LLMProfileSummary.model_fields)
     return Manifest(
         manifest_version=MANIFEST_VERSION,
         run_id=run_id,
@@ -118,9 +119,7 @@ def build_manifest(
             units=len(document.units),
         ),
         chunks=len(chunk_result.chunk_map.chunks) if chunk_result.chunk_map else 0,
-        llm_profile=LLMProfileSummary.model_validate(
-            {k: v for k, v in pipeline.llm_profile.items() if k in llm_public}
-        ),
+        llm_profile=llm_profile_summary(pipeline.llm_profile),
         references=ManifestReferences(chunk=chunk_result.references),
         artifact_lanes=tuple(lane_summary(lr, pipeline) for lr in lane_results),
         outputs=tuple(
@@ -149,3 +148,11 @@ def build_manifest(
             started_at=started_at, completed_at=completed_at, wall_time_s=round(wall_time_s, 3)
         ),
     )
+
+
+def llm_profile_summary(profile: dict[str, Any]) -> LLMProfileSummary:
+    """The public part of a resolved LLM profile: its endpoint without user, password, query
+    or fragment (`http://user:pw@host/v1?key=x` is published as `http://host/v1`)."""
+    public = {k: v for k, v in profile.items() if k in LLMProfileSummary.model_fields}
+    public["api_base"] = public_endpoint(public.get("api_base"))
+    return LLMProfileSummary.model_validate(public)

@@ -43,7 +43,7 @@ from notarius_dagster.engine.resolution import (
     ResolvedPipeline,
     RuntimeBinding,
 )
-from notarius_dagster.engine.transcripts import stored_transcript
+from notarius_dagster.engine.transcripts import original_name, stored_transcript
 
 Resolve = Callable[[Sequence[RuntimeBinding], Sequence[str]], ResolvedPipeline]
 """Resolves the code location's profile again with runtime references and unbinds."""
@@ -125,9 +125,12 @@ def load_source_document(
     limit = pipeline.limits.max_transcript_bytes
     with path.open("rb") as handle:
         raw = handle.read(limit + 1)  # enough to refuse a bigger file, never the whole of it
+    # Errors name the user's file, not the store's copy (same extension, so the same format).
+    name = original_name(transcripts, session_id)
+    shown = name if name and Path(name).suffix.lower() == path.suffix.lower() else path.name
     return parse_transcript(
         raw,
-        file_name=path.name,
+        file_name=shown,
         source_id=session_id,
         input_format=pipeline.input_format,
         limits=pipeline.limits,

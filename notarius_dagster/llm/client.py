@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -27,6 +28,7 @@ from notarius_dagster.engine.llm_contract import (
     StructuredResponse,
     StructuredRung,
 )
+from notarius_dagster.engine.redaction import provider_fields, redact_secrets, safe_summary
 from notarius_dagster.llm._litellm import litellm
 from notarius_dagster.llm.profiles import LLMProfile
 from notarius_dagster.llm.structured import (
@@ -37,12 +39,8 @@ from notarius_dagster.llm.structured import (
     system_prompt_for,
 )
 
-# Provider messages are cut to this length: enough to diagnose, too short to carry a payload.
-MAX_PROVIDER_MESSAGE = 300
 MAX_BACKOFF_S = 30.0
-MIN_ELIDED_LINE = 20
 _TRANSIENT_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
-_TRACEBACK_MARKERS = ("\nTraceback (most recent call last)", '\n  File "')
 
 
 @dataclass(frozen=True)
@@ -197,7 +195,15 @@ class LiteLLMClient:
                 if transient and attempt < attempts:
                     time.sleep(self._backoff(attempt))
                     continue
-                raise provider_error(exc, profile.model, attempt, request) from None
+                raise provider_error(
+                    exc,
+                    profile.model,
+                    attempt,
+                    request,
+                    sent=[str(m.get("content") or "") for m in messages],
+                    api_key=api_key,
+                    timeout_s=profile.timeout_s,
+                ) from None
             return _answer_of(response)
         raise AssertionError("unreachable: the retry loop returns or raises")
 
@@ -216,32 +222,67 @@ def is_transient(exc: BaseException) -> bool:
 
 
 def provider_error(
-    exc: BaseException, model: str, attempts: int, request: StructuredRequest
+    exc: BaseException,
+    model: str,
+    attempts: int,
+    request: StructuredRequest,
+    *,
+    sent: Sequence[str] = (),
+    api_key: str | None = None,
+    timeout_s: float | None = None,
 ) -> LLMError:
-    """A content-safe LLMError: the exception class, the model and the provider's own words,
-    cut short, with tracebacks and any verbatim prompt text removed."""
-    message = str(exc)
-    for marker in _TRACEBACK_MARKERS:
-        message = message.split(marker, 1)[0]
-    message = _elide_prompt(message, request)
-    message = " ".join(message.split())
-    if len(message) > MAX_PROVIDER_MESSAGE:
-        message = message[: MAX_PROVIDER_MESSAGE - 3] + "..."
+    """A content-safe LLMError. A provider's message is untrusted text (it may quote the
+    request, escaped, cut or re-flowed), so only an allowlist of it is kept: the HTTP status,
+    the exception class, the provider's error `type`/`code` identifiers, what a timeout or a
+    lost connection means, and a few leading words that cannot carry anything that was sent
+    (`engine/redaction.py: safe_summary`). The key that was sent, and anything shaped like a
+    credential, is redacted from the result."""
+    texts = (request.system, request.user, *sent)
+    raw = redact_secrets(str(exc), (api_key,))
+    chain = _causes(exc)
+    parts = [type(exc).__name__]
+    if any(isinstance(c, openai.APITimeoutError | TimeoutError) for c in chain):
+        # litellm reports a timeout as HTTP 408 and a lost connection as HTTP 500: no status
+        # came from the provider, so none is shown; what happened is said instead.
+        parts.append(f"no answer within {timeout_s:g} s" if timeout_s else "timed out")
+    elif any(isinstance(c, openai.APIConnectionError | ConnectionError) for c in chain):
+        parts.append(_connection_cause(chain))
+    else:
+        status = getattr(exc, "status_code", None)
+        if isinstance(status, int) and 100 <= status <= 599:
+            parts.insert(0, f"HTTP {status}")
+    fields = {
+        k: v for k, v in provider_fields(raw).items() if safe_summary(v.replace("_", " "), texts)
+    }
+    parts.extend(f"{k} {v}" for k, v in fields.items())
+    summary = redact_secrets(safe_summary(raw, texts), (api_key,))
     tries = "attempt" if attempts == 1 else "attempts"
-    text = f"LLM call to {model} failed after {attempts} {tries}: {type(exc).__name__}: {message}"
+    text = f"LLM call to {model} failed after {attempts} {tries}: {', '.join(parts)}"
+    if summary:
+        text = f"{text}: {summary}"
     return TransientLLMError(text) if is_transient(exc) else LLMError(text)
 
 
-def _elide_prompt(message: str, request: StructuredRequest) -> str:
-    """Remove any prompt line a provider echoed back. Lines shorter than
-    `MIN_ELIDED_LINE` are left alone: they cannot carry much, and eliding them would shred
-    ordinary words in the provider's message."""
-    for prompt in (request.user, request.system):
-        for line in sorted(prompt.splitlines(), key=len, reverse=True):
-            line = line.strip()
-            if len(line) >= MIN_ELIDED_LINE:
-                message = message.replace(line, "[prompt elided]")
-    return message
+def _causes(exc: BaseException) -> list[BaseException]:
+    """`exc` and the exceptions it was raised from (bounded: a chain may be long)."""
+    chain: list[BaseException] = []
+    cause: BaseException | None = exc
+    while cause is not None and len(chain) < 16 and cause not in chain:
+        chain.append(cause)
+        cause = cause.__cause__ or cause.__context__
+    return chain
+
+
+def _connection_cause(chain: Sequence[BaseException]) -> str:
+    """What broke a connection, named by the classes in the chain (never their text)."""
+    if any(isinstance(c, ConnectionResetError) for c in chain):
+        return "connection reset by the provider"
+    if any(isinstance(c, ConnectionRefusedError) for c in chain):
+        return "connection refused"
+    names = " ".join(type(c).__name__ for c in chain).lower()
+    if "remoteprotocol" in names or "disconnect" in names:
+        return "the provider closed the connection without an answer"
+    return "connection failed"
 
 
 def _answer_of(response: Any) -> _Answer:

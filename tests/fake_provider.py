@@ -1,0 +1,234 @@
+"""A fake OpenAI-compatible provider on loopback, for tests that need the real network path
+(litellm -> the OpenAI SDK -> httpx -> a socket): it answers every chat completion the way
+its `mode` says.
+
+Modes:
+- `ok`: a valid JSON answer (`{"npcs": [], ...}` for whatever schema was asked: an empty
+  object of the schema's required arrays), so a run publishes;
+- `status`: HTTP `status` with an OpenAI-shaped error body;
+- `echo`: HTTP `status` (default 400) whose error message quotes everything received: the
+  request line, the headers (with the API key) and the body, JSON-escaped inside the JSON
+  error, plus the key again in the words of a real provider;
+- `echo-ok`: like `ok`, but each answer's content also carries the whole request (valid JSON
+  still, so the run publishes, and lane files may quote what was sent);
+- `hang`: accept the request and never answer (until the server stops);
+- `reset`: read the request, then close the socket with a TCP reset.
+
+Run it as a context manager: `with FakeProvider(mode="echo") as fake: fake.api_base`; from
+another process, `python -m tests.fake_provider MODE [STATUS]` prints the api_base on stdout and
+serves until killed."""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import yaml
+
+MODES = ("ok", "status", "echo", "echo-ok", "hang", "reset")
+
+
+def empty_answer(request: dict[str, Any]) -> dict[str, Any]:
+    """An answer that satisfies the schema the request carries: every required array empty,
+    every other required field its type's zero."""
+    schema = _schema_of(request)
+    zero: dict[str, Any] = {"array": [], "string": "", "integer": 0, "number": 0,
+                            "boolean": False, "object": {}}
+    answer: dict[str, Any] = {}
+    props = schema.get("properties", {}) if isinstance(schema, dict) else {}
+    for name in schema.get("required", []) if isinstance(schema, dict) else []:
+        kind = props.get(name, {}).get("type", "array")
+        answer[name] = zero.get(kind if isinstance(kind, str) else "array", [])
+    return answer
+
+
+SCHEMA_MARKER = "It must satisfy this JSON Schema:\n"
+
+
+def _schema_of(request: dict[str, Any]) -> dict[str, Any]:
+    """The schema asked for: in the response format (json_schema rung, or json_object with a
+    schema), else spelled out at the end of the system prompt (json_object rung)."""
+    fmt = request.get("response_format") or {}
+    if isinstance(fmt, dict):
+        inner = fmt.get("json_schema")
+        if isinstance(inner, dict) and isinstance(inner.get("schema"), dict):
+            return dict(inner["schema"])
+        if isinstance(fmt.get("schema"), dict):
+            return dict(fmt["schema"])
+    for message in request.get("messages", []):
+        content = str(message.get("content") or "")
+        if message.get("role") == "system" and SCHEMA_MARKER in content:
+            try:
+                found = json.loads(content.split(SCHEMA_MARKER, 1)[1])
+            except ValueError:
+                return {}
+            return found if isinstance(found, dict) else {}
+    return {}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
+        return
+
+    def do_GET(self) -> None:
+        self._send(200, {"object": "list", "data": [{"id": "fake", "object": "model"}]})
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("content-length") or 0)
+        body = self.rfile.read(length)
+        fake = self.server.fake
+        fake.record(self, body)
+        mode = fake.mode
+        if mode == "hang":
+            fake.stopping.wait()
+            self.close_connection = True
+            return
+        if mode == "reset":
+            self.connection.setsockopt(
+                socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+            )
+            self.close_connection = True
+            self.connection.close()
+            return
+        request = json.loads(body or b"{}")
+        if mode in ("ok", "echo-ok"):
+            answer = empty_answer(request)
+            if mode == "echo-ok":  # valid JSON; schema-invalid where extra keys are refused
+                answer["echo"] = body.decode("utf-8")
+            content = json.dumps(answer)
+            self._send(200, {
+                "id": "fake-1", "object": "chat.completion", "created": int(time.time()),
+                "model": "fake",
+                "choices": [{"index": 0, "finish_reason": "stop",
+                             "message": {"role": "assistant", "content": content}}],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+            })
+            return
+        if mode == "echo":
+            self._send(fake.status, {"error": {
+                "message": f"Incorrect API key provided: {self.headers.get('authorization')}. "
+                           f"You sent {self.requestline!r} with headers "
+                           f"{dict(self.headers.items())!r} and body {body.decode('utf-8')}",
+                "type": "invalid_request_error",
+                "param": None,
+                "code": "echoed_request",
+            }})
+            return
+        self._send(fake.status, {"error": {
+            "message": f"The server had an error while processing your request ({fake.status})",
+            "type": "server_error", "param": None, "code": None,
+        }})
+
+    def _send(self, status: int, payload: dict[str, Any]) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    fake: FakeProvider
+
+
+class FakeProvider:
+    """The server, its mode and what it received (`requests`: the JSON bodies, `headers`)."""
+
+    def __init__(self, mode: str = "ok", *, status: int = 500) -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}")
+        self.mode = mode
+        self.status = status
+        self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
+        self.stopping = threading.Event()
+        self._lock = threading.Lock()
+        self._server = _Server(("127.0.0.1", 0), _Handler)
+        self._server.fake = self
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    @property
+    def api_base(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def record(self, handler: BaseHTTPRequestHandler, body: bytes) -> None:
+        with self._lock:
+            self.headers.append({k.lower(): v for k, v in handler.headers.items()})
+            try:
+                self.requests.append(json.loads(body or b"{}"))
+            except ValueError:
+                self.requests.append({})
+
+    def start(self) -> FakeProvider:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self._server.shutdown()
+        self._server.server_close()
+
+    def __enter__(self) -> FakeProvider:
+        return self.start()
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+KEY_ENV = "NOTARIUS_FAKE_PROVIDER_KEY"
+"""The environment variable profiles written by `profile_for` read the API key from."""
+
+
+def profile_for(
+    base: Path, folder: Path, api_base: str, *, name: str = "fake", **llm: Any
+) -> Path:
+    """A copy of pipeline profile `base` in `folder` whose LLM profile is the fake provider at
+    `api_base` (model `openai/fake`, key from `KEY_ENV`; `llm` overrides timeout, retries...)."""
+    config = yaml.safe_load(base.read_text())
+    config["pipeline"]["llm_profile"] = name
+    config.setdefault("llm_profiles", {})[name] = {
+        "model": "openai/fake", "api_base": api_base, "api_key_env": KEY_ENV,
+        "timeout_s": 2, "retries": 0, "max_concurrency": 2, **llm,
+    }
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / base.name
+    target.write_text(yaml.safe_dump(config, sort_keys=False))
+    return target
+
+
+def main(argv: list[str]) -> None:
+    mode = argv[0] if argv else "ok"
+    status = int(argv[1]) if len(argv) > 1 else 500
+    fake = FakeProvider(mode, status=status).start()
+    print(fake.api_base, flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        fake.stop()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
