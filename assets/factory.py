@@ -12,8 +12,10 @@ Runtime references reach a run one way: as the `RuntimeReferences` run config of
 that take it (`source_document`, `chunk_map` and every lane), which is what a run launched in
 the UI gives and what `notarius run --reference/--unbind` passes (`runtime_references_config`)."""
 
+import hashlib
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from dagster import (
@@ -23,6 +25,7 @@ from dagster import (
     AssetsDefinition,
     AssetSpec,
     Config,
+    DataVersion,
     Failure,
     MaterializeResult,
     Output,
@@ -33,7 +36,9 @@ from dagster import (
 from assets.code_versions import chunk_code_version, lane_code_version
 from assets.metadata import lane_metadata
 from assets.partitions import sessions_partitions
+from notarius_dagster.engine.checkpoints import CheckpointStore, RetryRejections
 from notarius_dagster.engine.chunk_stage import ChunkResult
+from notarius_dagster.engine.digest import digest_of
 from notarius_dagster.engine.errors import (
     LLMError,
     LLMUnavailableError,
@@ -48,9 +53,12 @@ from notarius_dagster.engine.session_steps import (
     RunPipeline,
     RuntimeOverrides,
     chunk_document,
+    file_bindings,
     load_source_document,
     run_lane_step,
 )
+from notarius_dagster.engine.transcripts import stored_transcript
+from notarius_dagster.staleness import EXTERNAL_INPUTS_KEY
 from resources.bundle_store import BundleStore
 from resources.llm import LLMResource
 
@@ -65,6 +73,10 @@ class RuntimeReferences(Config):
 
     references: dict[str, str] = {}
     unbind: list[str] = []
+    retry_rejected: bool = False
+    """Ask the model again for chunks whose extraction was rejected under the same
+    fingerprint (lanes only; `notarius run --retry-rejected`). Otherwise a stored rejection is
+    a result and is reused."""
 
     def overrides(self) -> RuntimeOverrides:
         return RuntimeOverrides(references=dict(self.references), unbind=tuple(self.unbind))
@@ -88,6 +100,58 @@ def runtime_references_config(
     return {"ops": {name: {"config": config} for name in runtime_reference_assets(pipeline)}}
 
 
+def _file_digest(path: str | None) -> str:
+    if path is None:
+        return "none"
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return "unreadable"
+
+
+def external_inputs_digest(
+    plan: RunPipeline,
+    overrides: RuntimeOverrides,
+    *,
+    transcripts: Path,
+    session_id: str,
+    llm_fingerprint: str,
+) -> str:
+    """What a session's values depend on outside the asset graph: the stored transcript's
+    bytes, the runtime references, every reference file's contents, the resolved profile and
+    the LLM profile. `source_document` records it; the runner compares it (with Dagster's code
+    and data versions) to decide what is up to date (notarius_dagster/staleness.py)."""
+    pipeline = plan.for_run(overrides)
+    return digest_of(
+        {
+            "transcript": _file_digest(str(stored_transcript(transcripts, session_id))),
+            "overrides": overrides.model_dump(mode="json"),
+            "files": [_file_digest(b.path) for b in file_bindings(pipeline)],
+            "pipeline": pipeline.digest,
+            "llm": llm_fingerprint,
+        }
+    )
+
+
+def lane_data_version(result: LaneResult) -> DataVersion:
+    """A lane's value as its consumers see it (payload, status, rejections), not its
+    accounting: a re-run that reused every extraction has the same data version."""
+    return DataVersion(
+        digest_of(
+            {
+                "status": result.status,
+                "payload": result.payload,
+                "rejections": [r.model_dump(mode="json") for r in result.rejections],
+            }
+        ).split(":", 1)[1][:24]
+    )
+
+
+def lane_checkpoints(store: BundleStore, retry_rejected: bool) -> CheckpointStore:
+    checkpoints = store.checkpoint_store()
+    return RetryRejections(checkpoints) if retry_rejected else checkpoints
+
+
 def _fail(exc: NotariusError, what: str) -> Failure:
     """A content-safe failure a person can act on (the engine's message, not a traceback)."""
     return Failure(description=f"{what}: {exc}")
@@ -103,22 +167,30 @@ def build_source_document_asset(plan: RunPipeline) -> AssetsDefinition:
         description="The session transcript parsed into ordered, validated source units.",
     )
     def source_document(
-        context: AssetExecutionContext, config: RuntimeReferences, store: BundleStore
+        context: AssetExecutionContext,
+        config: RuntimeReferences,
+        store: BundleStore,
+        llm: LLMResource,
     ) -> Output[SourceDocument]:
         try:
             document = load_source_document(
                 plan, config.overrides(), transcripts=store.transcripts,
                 session_id=context.partition_key,
             )
+            inputs = external_inputs_digest(
+                plan, config.overrides(), transcripts=store.transcripts,
+                session_id=context.partition_key, llm_fingerprint=llm.fingerprint(),
+            )
         except NotariusError as exc:
             raise _fail(exc, "source_document") from None
         return Output(
             document,
-            data_version=None,
+            data_version=DataVersion(document.digest.split(":", 1)[-1][:24]),
             metadata={
                 "units": len(document.units),
                 "media_type": document.media_type,
                 "source_digest": document.digest,
+                EXTERNAL_INPUTS_KEY: inputs,
             },
         )
 
@@ -192,7 +264,7 @@ def build_lane_asset(plan: RunPipeline, lane: ResolvedLane) -> AssetsDefinition:
                 session_id=context.partition_key,
                 llm_fingerprint=llm.fingerprint(),
                 max_concurrency=llm.profile.max_concurrency,
-                checkpoints=store.checkpoint_store(),
+                checkpoints=lane_checkpoints(store, config.retry_rejected),
                 progress=lambda msg: context.log.info(f"progress: {msg}"),
             )
         except TransientLLMError as exc:
@@ -201,7 +273,9 @@ def build_lane_asset(plan: RunPipeline, lane: ResolvedLane) -> AssetsDefinition:
             raise _fail(exc, f"lane {lane.id}: the chosen LLM tier is unavailable") from None
         except (LLMError, NotariusError) as exc:
             raise _fail(exc, f"lane {lane.id}") from None
-        return Output(result, metadata=lane_metadata(result))
+        return Output(
+            result, data_version=lane_data_version(result), metadata=lane_metadata(result)
+        )
 
     return lane_asset
 

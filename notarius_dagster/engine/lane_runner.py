@@ -19,7 +19,11 @@ from pydantic import Field
 
 from notarius_dagster.engine.artifact_kinds import ArtifactKind, get_kind
 from notarius_dagster.engine.catalog import CATALOG, ModuleCatalog
-from notarius_dagster.engine.checkpoints import CheckpointStore, extraction_fingerprint
+from notarius_dagster.engine.checkpoints import (
+    CheckpointStore,
+    RejectionCheckpoints,
+    extraction_fingerprint,
+)
 from notarius_dagster.engine.contracts import (
     Extractor,
     ExtractRequest,
@@ -181,6 +185,8 @@ class _Extracted:
     chunk: Chunk
     attempted: _Attempted
     status: ChunkStatus
+    stored_rejection: bool = False
+    """A rejection reused from the checkpoint store (no call was made for it)."""
 
 
 @dataclass(frozen=True)
@@ -193,6 +199,7 @@ class _Collected:
     warnings: tuple[RunWarning, ...]
     usage: LLMUsage
     status: dict[str, ChunkStatus]
+    stored_rejections: int = 0
 
 
 # ---- the steps, in order
@@ -261,7 +268,9 @@ def _collect(extracted: Sequence[_Extracted]) -> _Collected:
     rejections: list[Rejection] = []
     warnings: list[RunWarning] = []
     status: dict[str, ChunkStatus] = {}
+    stored_rejections = 0
     for item in extracted:
+        stored_rejections += item.stored_rejection
         usage = usage + item.attempted.usage
         status[item.chunk.chunk_id] = item.status
         if item.attempted.rejection is not None:
@@ -277,6 +286,7 @@ def _collect(extracted: Sequence[_Extracted]) -> _Collected:
         warnings=tuple(warnings),
         usage=usage,
         status=status,
+        stored_rejections=stored_rejections,
     )
 
 
@@ -341,8 +351,9 @@ def _result(
         warnings=tuple(warnings),
         stats=LaneStats(
             chunks=collected.chunks,
-            called_model=sum(1 for s in status.values() if s in ("llm", "rejected")),
-            reused=sum(1 for s in status.values() if s == "reused"),
+            called_model=sum(1 for s in status.values() if s in ("llm", "rejected"))
+            - collected.stored_rejections,
+            reused=sum(1 for s in status.values() if s == "reused") + collected.stored_rejections,
             skipped=sum(1 for s in status.values() if s == "skipped"),
             rejected=len(collected.rejections),
             records=len(payload.get(run.kind.items_field, [])) if payload else 0,
@@ -375,6 +386,12 @@ class _ChunkExtraction:
             if cached is not None:
                 reused = _Attempted(output=cached, rejection=None, usage=LLMUsage())
                 return _Extracted(chunk=chunk, attempted=reused, status="reused")
+            stored = self._stored_rejection(fingerprint)
+            if stored is not None:
+                again = _Attempted(output=None, rejection=stored, usage=LLMUsage())
+                return _Extracted(
+                    chunk=chunk, attempted=again, status="rejected", stored_rejection=True
+                )
         stage = self.run.lane.extract
         request = ExtractRequest(document=self.run.document, chunk=chunk, context=self.context)
         attempted = _attempt(
@@ -385,11 +402,27 @@ class _ChunkExtraction:
             chunk_id=chunk.chunk_id,
         )
         if attempted.output is None:
+            if isinstance(self.checkpoints, RejectionCheckpoints) and attempted.rejection:
+                self.checkpoints.put_rejection(fingerprint, attempted.rejection)
             return _Extracted(chunk=chunk, attempted=attempted, status="rejected")
         if self.checkpoints is not None:
             self.checkpoints.put(fingerprint, attempted.output)
         status: ChunkStatus = "skipped" if attempted.output.skipped else "llm"
         return _Extracted(chunk=chunk, attempted=attempted, status=status)
+
+    def reference_fingerprint(self, slot: str, ref: PreparedReference, chunk: Chunk) -> str:
+        """What the extractor says it consumes of `ref` (`BaseExtractor.reference_fingerprint`),
+        or the whole digest for an extractor without the hook."""
+        hook = getattr(self.extractor, "reference_fingerprint", None)
+        return str(hook(slot, ref, chunk)) if callable(hook) else ref.digest
+
+    def _stored_rejection(self, fingerprint: str) -> Rejection | None:
+        """A rejection stored under this fingerprint: the same inputs were rejected before,
+        so asking again would most likely pay for the same answer (`RetryRejections` says
+        otherwise)."""
+        if isinstance(self.checkpoints, RejectionCheckpoints):
+            return self.checkpoints.get_rejection(fingerprint)
+        return None
 
     def provenance(self, chunk: Chunk) -> dict[str, Any]:
         """Runner-owned: whatever the extractor put there is replaced."""
@@ -412,7 +445,8 @@ class _ChunkExtraction:
             llm_fingerprint=self.llm_fingerprint,
             chunk_digest=chunk.digest,
             reference_fingerprints={
-                slot: ref.digest for slot, ref in self.context.references.items()
+                slot: self.reference_fingerprint(slot, ref, chunk)
+                for slot, ref in self.context.references.items()
             },
         )
 
