@@ -91,13 +91,28 @@ def runtime_reference_assets(pipeline: ResolvedPipeline) -> list[str]:
     return ["source_document", "chunk_map", *(asset_name(lane.id) for lane in pipeline.lanes)]
 
 
+RETRY_REJECTED_CONFIG = "retry_rejected"
+
+
 def runtime_references_config(
-    pipeline: ResolvedPipeline, references: Mapping[str, str], unbind: Sequence[str]
+    pipeline: ResolvedPipeline,
+    references: Mapping[str, str],
+    unbind: Sequence[str],
+    *,
+    retry_rejected: bool = False,
 ) -> dict[str, Any]:
     """Run config giving every asset that takes it the same runtime references (what
-    `notarius run` passes; in the UI a person may give them to some assets only)."""
-    config = {"references": dict(references), "unbind": list(unbind)}
-    return {"ops": {name: {"config": config} for name in runtime_reference_assets(pipeline)}}
+    `notarius run` passes; in the UI a person may give them to some assets only), and to the
+    lanes `retry_rejected` when asked."""
+    config: dict[str, Any] = {"references": dict(references), "unbind": list(unbind)}
+    lanes = {asset_name(lane.id) for lane in pipeline.lanes}
+    return {
+        "ops": {
+            name: {"config": {**config, RETRY_REJECTED_CONFIG: True}
+                   if retry_rejected and name in lanes else config}
+            for name in runtime_reference_assets(pipeline)
+        }
+    }
 
 
 def _file_digest(path: str | None) -> str:
