@@ -14,6 +14,7 @@ the UI gives and what `notarius run --reference/--unbind` passes (`runtime_refer
 
 import hashlib
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from dagster import (
     AssetKey,
     AssetsDefinition,
     AssetSpec,
+    BetaWarning,
     Config,
     DataVersion,
     Failure,
@@ -61,6 +63,10 @@ from notarius_dagster.engine.transcripts import stored_transcript
 from notarius_dagster.staleness import EXTERNAL_INPUTS_KEY
 from resources.bundle_store import BundleStore
 from resources.llm import LLMResource
+
+# `Output(data_version=...)` is beta in Dagster 1.13: the data versions staleness reads
+# (notarius_dagster/staleness.py). Its warning would print on every `notarius run`.
+warnings.filterwarnings("ignore", category=BetaWarning, message=".*data_version.*")
 
 TRANSCRIPT = AssetKey("transcript")
 GROUP = "session"

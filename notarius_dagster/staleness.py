@@ -14,6 +14,7 @@ when in doubt, run."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -75,6 +76,15 @@ def _graph_order(
     return ordered
 
 
+def same_input(recorded: str | None, upstream: str | None) -> bool:
+    """Whether an input data version a materialization recorded is the upstream partition's
+    data version. Dagster records a partitioned input as the sha256 of its partitions' data
+    versions joined in key order, here exactly one partition."""
+    if recorded is None or upstream is None:
+        return False
+    return recorded in (upstream, hashlib.sha256(upstream.encode("utf-8")).hexdigest())
+
+
 def latest_materialization(
     instance: DagsterInstance, key: AssetKey, partition: str
 ) -> AssetMaterialization | None:
@@ -115,7 +125,7 @@ def session_staleness(
                 if dep not in in_job:
                     continue
                 recorded = tags.get(INPUT_DATA_VERSION_TAG + dep.to_user_string())
-                ok = ok and dep in fresh and recorded == data_versions.get(dep)
+                ok = ok and dep in fresh and same_input(recorded, data_versions.get(dep))
             if key.path[-1] == "source_document":
                 held = record.metadata.get(EXTERNAL_INPUTS_KEY)
                 ok = ok and getattr(held, "value", held) == external_inputs
