@@ -168,9 +168,11 @@ def lane_data_version(result: LaneResult) -> DataVersion:
     )
 
 
-def lane_checkpoints(store: BundleStore, retry_rejected: bool) -> CheckpointStore:
+def lane_checkpoints(store: BundleStore, retry_rejected: bool) -> CheckpointStore | None:
     checkpoints = store.checkpoint_store()
-    return RetryRejections(checkpoints) if retry_rejected else checkpoints
+    if checkpoints is not None and retry_rejected:
+        return RetryRejections(checkpoints)
+    return checkpoints
 
 
 def _fail(exc: NotariusError, what: str) -> Failure:

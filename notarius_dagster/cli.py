@@ -72,7 +72,7 @@ def _run_one(args: argparse.Namespace, path: Path) -> int:
             runtime_unbinds=args.unbind,
             lanes=args.lanes.split(",") if args.lanes else None,
             only_stale=True,
-            parallel=True,
+            parallel=os.environ.get("NOTARIUS_EXECUTOR", "multiprocess") != "in_process",
             retry_rejected=args.retry_rejected,
         )
     except NotariusError as exc:

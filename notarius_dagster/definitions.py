@@ -29,7 +29,6 @@ from resources.bundle_store import BundleStore
 from resources.io_managers import JsonAssetIOManager
 from resources.llm import LLMResource
 
-
 # Modules a step process needs, imported once by the forkserver so each step is a fork, not an
 # import: Dagster, the code location (assets, resources, every lane module) and the LLM client
 # (litellm alone costs seconds of CPU). The in-process path (tests, `execute_in_process`)

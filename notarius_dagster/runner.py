@@ -15,6 +15,7 @@ instance, so with an ephemeral one the run stays in process."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +32,7 @@ from dagster import (
 
 from assets.jobs import SESSION_JOB_NAME
 from assets.partitions import sessions_partitions
+from notarius_dagster.engine.errors import LLMUnavailableError
 from notarius_dagster.engine.resolution import RuntimeBinding
 from notarius_dagster.engine.session_steps import RuntimeOverrides
 from notarius_dagster.settings import Settings
@@ -118,7 +120,7 @@ def run_session(
 ) -> RunOutcome:
     """Materialize one session. Raises NotariusError (before anything runs) for a profile or
     runtime references that do not resolve; a run that fails is an unsuccessful outcome."""
-    from assets.factory import RETRY_REJECTED_CONFIG, runtime_references_config
+    from assets.factory import runtime_references_config
     from notarius_dagster.definitions import definitions_for, run_pipeline
 
     settings = run_settings(
@@ -153,6 +155,13 @@ def run_session(
         if staleness.up_to_date:
             selection = list(staleness.stale)
     if parallel and not instance.is_ephemeral:
+        from notarius_dagster.llm.offline import export_shared_server
+        from notarius_dagster.llm.profiles import LLMProfile
+
+        # The offline model loads once, here, for every step process of this run (and of
+        # later runs of this process), not once per lane step.
+        with contextlib.suppress(LLMUnavailableError):  # the lanes fail with it, as always
+            export_shared_server(LLMProfile.model_validate(plan.pipeline.llm_profile))
         result: Any = execute_job(
             build_reconstructable_job(
                 "notarius_dagster.runner", "session_job",

@@ -22,7 +22,6 @@ from pydantic import BaseModel
 
 from notarius_dagster.store import session_values_folder
 
-
 # Assets whose values are large, immutable and read by many steps of a run.
 CACHED_ASSETS = frozenset({"source_document", "chunk_map"})
 _MAX_CACHED = 32

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
-
 from typing import TYPE_CHECKING
 
 from dagster import ConfigurableResource
