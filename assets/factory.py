@@ -130,6 +130,18 @@ def _file_digest(path: str | None) -> str:
         return "unreadable"
 
 
+def _file_stamp(path: str | None) -> str:
+    """Size and modification time: a reference file is read by its users only (twice per
+    run at most, docs/internals.md), so what changed is told by its metadata here."""
+    if path is None:
+        return "none"
+    try:
+        stat = Path(path).stat()
+    except OSError:
+        return "unreadable"
+    return f"{stat.st_size}:{stat.st_mtime_ns}"
+
+
 def external_inputs_digest(
     plan: RunPipeline,
     overrides: RuntimeOverrides,
@@ -139,15 +151,15 @@ def external_inputs_digest(
     llm_fingerprint: str,
 ) -> str:
     """What a session's values depend on outside the asset graph: the stored transcript's
-    bytes, the runtime references, every reference file's contents, the resolved profile and
-    the LLM profile. `source_document` records it; the runner compares it (with Dagster's code
+    bytes, the runtime references, every reference file's size and modification time, the
+    resolved profile and the LLM profile. `source_document` records it; the runner compares it (with Dagster's code
     and data versions) to decide what is up to date (notarius_dagster/staleness.py)."""
     pipeline = plan.for_run(overrides)
     return digest_of(
         {
             "transcript": _file_digest(str(stored_transcript(transcripts, session_id))),
             "overrides": overrides.model_dump(mode="json"),
-            "files": [_file_digest(b.path) for b in file_bindings(pipeline)],
+            "files": [_file_stamp(b.path) for b in file_bindings(pipeline)],
             "pipeline": pipeline.digest,
             "llm": llm_fingerprint,
         }
