@@ -33,13 +33,19 @@ def cmd_run(args: argparse.Namespace) -> int:
         if not path.is_file():
             print(f"error: transcript {path.name!r} not found", file=sys.stderr)
             return EXIT_USAGE
+    # One session: its steps as forks of a preloaded forkserver, so independent lanes overlap.
+    # Several: each in this process, one after another, without step processes (a small
+    # session's steps cost more as processes than its lanes gain by overlapping).
+    # NOTARIUS_EXECUTOR=in_process|multiprocess chooses explicitly (docs/operations.md).
+    default = "multiprocess" if len(paths) == 1 else "in_process"
+    parallel = os.environ.get("NOTARIUS_EXECUTOR", default) != "in_process"
     status = EXIT_OK
     for path in paths:
-        status = max(status, _run_one(args, path))
+        status = max(status, _run_one(args, path, parallel=parallel))
     return status
 
 
-def _run_one(args: argparse.Namespace, path: Path) -> int:
+def _run_one(args: argparse.Namespace, path: Path, *, parallel: bool) -> int:
     from notarius_dagster.engine.errors import NotariusError
     from notarius_dagster.engine.resolution import RuntimeBinding
     from notarius_dagster.engine.session_ids import session_id_from_filename, validate_session_id
@@ -72,7 +78,7 @@ def _run_one(args: argparse.Namespace, path: Path) -> int:
             runtime_unbinds=args.unbind,
             lanes=args.lanes.split(",") if args.lanes else None,
             only_stale=True,
-            parallel=os.environ.get("NOTARIUS_EXECUTOR", "multiprocess") != "in_process",
+            parallel=parallel,
             retry_rejected=args.retry_rejected,
         )
     except NotariusError as exc:
