@@ -49,6 +49,10 @@ class _ValueCache:
         except FileNotFoundError:
             return None
 
+    def clear(self) -> None:
+        with self._lock:
+            self._values.clear()
+
     def put(self, path: Path, value: Any) -> None:
         stamp = self._stamp(path)
         with self._lock:
