@@ -152,8 +152,9 @@ def external_inputs_digest(
 ) -> str:
     """What a session's values depend on outside the asset graph: the stored transcript's
     bytes, the runtime references, every reference file's size and modification time, the
-    resolved profile and the LLM profile. `source_document` records it; the runner compares it (with Dagster's code
-    and data versions) to decide what is up to date (notarius_dagster/staleness.py)."""
+    resolved profile and the LLM profile. `source_document` records it; the runner compares
+    it (with Dagster's code and data versions) to decide what is up to date
+    (notarius_dagster/staleness.py)."""
     pipeline = plan.for_run(overrides)
     return digest_of(
         {

@@ -6,8 +6,9 @@ An asset is up to date when its latest materialization in the partition exists, 
 the asset's current code version, every upstream asset of the job is up to date too, and the
 input data versions it recorded are the upstream's latest data versions. `source_document`
 also records a digest of what lies outside the graph (the stored transcript's bytes, the run's
-runtime references, every reference file's size and modification time, the resolved profile and the LLM
-profile's fingerprint: `assets/factory.py: external_inputs_digest`); a different digest makes
+runtime references, every reference file's size and modification time, the resolved profile
+and the LLM profile's fingerprint: `assets/factory.py: external_inputs_digest`); a different
+digest makes
 it, and so everything downstream, stale. A published bundle that is missing from the bundle
 root makes `session_bundle` stale. Anything else (no record, an unreadable one) is stale:
 when in doubt, run."""
