@@ -8,9 +8,8 @@ input data versions it recorded are the upstream's latest data versions. `source
 also records a digest of what lies outside the graph (the stored transcript's bytes, the run's
 runtime references, every reference file's size and modification time, the resolved profile
 and the LLM profile's fingerprint: `assets/factory.py: external_inputs_digest`); a different
-digest makes
-it, and so everything downstream, stale. A published bundle that is missing from the bundle
-root makes `session_bundle` stale. Anything else (no record, an unreadable one) is stale:
+digest makes it, and so everything downstream, stale. A published bundle that is missing from
+the bundle root makes `session_bundle` stale. Anything else (no record, an unreadable one) is stale:
 when in doubt, run."""
 
 from __future__ import annotations
