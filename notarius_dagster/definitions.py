@@ -43,6 +43,19 @@ MAX_CONCURRENT_STEPS = 4
 are also bounded by the `llm` pool across runs (dagster.yaml), and each lane's model calls by
 the LLM profile's max_concurrency (docs/operations.md, "Concurrency")."""
 
+def start_forkserver_early() -> None:
+    """Start the forkserver (importing PRELOAD_MODULES) now, in the background, rather than
+    when the executor launches the first step: its imports then overlap with this process's
+    own start-up (building the definitions, opening the instance). The executor finds it
+    running and forks its steps from it."""
+    import multiprocessing
+    from multiprocessing import forkserver
+
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["dagster._core.executor.multiprocess", *PRELOAD_MODULES])
+    forkserver.ensure_running()
+
+
 session_executor = multiprocess_executor.configured(
     {
         "max_concurrent": MAX_CONCURRENT_STEPS,

@@ -123,6 +123,10 @@ def run_session(
     from assets.factory import runtime_references_config
     from notarius_dagster.definitions import definitions_for, run_pipeline
 
+    if parallel and (instance is None or not instance.is_ephemeral):
+        from notarius_dagster.definitions import start_forkserver_early
+
+        start_forkserver_early()
     settings = run_settings(
         profile=profile, data_root=data_root, bundles_root=bundles_root, llm_profile=llm_profile
     )
