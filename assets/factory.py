@@ -15,7 +15,9 @@ the UI gives and what `notarius run --reference/--unbind` passes (`runtime_refer
 import hashlib
 import os
 import time
+import warnings
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from dagster import (
@@ -25,8 +27,10 @@ from dagster import (
     AssetMaterialization,
     AssetsDefinition,
     AssetSpec,
+    BetaWarning,
     Config,
     DagsterEventType,
+    DataVersion,
     Failure,
     MaterializeResult,
     Output,
@@ -41,7 +45,9 @@ from assets.graph_style import INGEST_GROUP, LANES_GROUP, PUBLISH_GROUP, lane_de
 from assets.metadata import lane_metadata
 from assets.partitions import sessions_partitions
 from assets.run_tags import ensure_run_tags
+from notarius_dagster.engine.checkpoints import CheckpointStore, RetryRejections
 from notarius_dagster.engine.chunk_stage import ChunkResult
+from notarius_dagster.engine.digest import digest_of
 from notarius_dagster.engine.errors import (
     LLMError,
     LLMUnavailableError,
@@ -59,12 +65,19 @@ from notarius_dagster.engine.session_steps import (
     RunPipeline,
     RuntimeOverrides,
     chunk_document,
+    file_bindings,
     load_source_document,
     run_lane_step,
 )
+from notarius_dagster.engine.transcripts import stored_transcript
 from notarius_dagster.report.publish import report_path, report_url
+from notarius_dagster.staleness import EXTERNAL_INPUTS_KEY
 from resources.bundle_store import BundleStore
 from resources.llm import LLMResource
+
+# `Output(data_version=...)` is beta in Dagster 1.13: the data versions staleness reads
+# (notarius_dagster/staleness.py). Its warning would print on every `notarius run`.
+warnings.filterwarnings("ignore", category=BetaWarning, message=".*data_version.*")
 
 TRANSCRIPT = AssetKey("transcript")
 # Kept for callers that want "the group of a session asset that is not a lane".
@@ -80,6 +93,10 @@ class RuntimeReferences(Config):
     references: dict[str, str] = {}
     unbind: list[str] = []
     max_calls: int | None = None  # `notarius run --max-calls`: the run's call budget
+    retry_rejected: bool = False
+    """Ask the model again for chunks whose extraction was rejected under the same
+    fingerprint (lanes only; `notarius run --retry-rejected`). Otherwise a stored rejection is
+    a result and is reused."""
 
     def overrides(self) -> RuntimeOverrides:
         return RuntimeOverrides(
@@ -96,18 +113,98 @@ def runtime_reference_assets(pipeline: ResolvedPipeline) -> list[str]:
     return ["source_document", "chunk_map", *(asset_name(lane.id) for lane in pipeline.lanes)]
 
 
+RETRY_REJECTED_CONFIG = "retry_rejected"
+
+
 def runtime_references_config(
     pipeline: ResolvedPipeline,
     references: Mapping[str, str],
     unbind: Sequence[str],
     max_calls: int | None = None,
+    *,
+    retry_rejected: bool = False,
 ) -> dict[str, Any]:
     """Run config giving every asset that takes it the same runtime references (what
-    `notarius run` passes; in the UI a person may give them to some assets only)."""
+    `notarius run` passes; in the UI a person may give them to some assets only), the run's
+    call budget, and to the lanes `retry_rejected` when asked."""
     config: dict[str, Any] = {"references": dict(references), "unbind": list(unbind)}
     if max_calls is not None:
         config["max_calls"] = max_calls
-    return {"ops": {name: {"config": config} for name in runtime_reference_assets(pipeline)}}
+    lanes = {asset_name(lane.id) for lane in pipeline.lanes}
+    return {
+        "ops": {
+            name: {"config": {**config, RETRY_REJECTED_CONFIG: True}
+                   if retry_rejected and name in lanes else config}
+            for name in runtime_reference_assets(pipeline)
+        }
+    }
+
+
+def _file_digest(path: str | None) -> str:
+    if path is None:
+        return "none"
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return "unreadable"
+
+
+def _file_stamp(path: str | None) -> str:
+    """Size and modification time: a reference file is read by its users only (twice per
+    run at most, docs/internals.md), so what changed is told by its metadata here."""
+    if path is None:
+        return "none"
+    try:
+        stat = Path(path).stat()
+    except OSError:
+        return "unreadable"
+    return f"{stat.st_size}:{stat.st_mtime_ns}"
+
+
+def external_inputs_digest(
+    plan: RunPipeline,
+    overrides: RuntimeOverrides,
+    *,
+    transcripts: Path,
+    session_id: str,
+    llm_fingerprint: str,
+) -> str:
+    """What a session's values depend on outside the asset graph: the stored transcript's
+    bytes, the runtime references, every reference file's size and modification time, the
+    resolved profile and the LLM profile. `source_document` records it; the runner compares
+    it (with Dagster's code and data versions) to decide what is up to date
+    (notarius_dagster/staleness.py)."""
+    pipeline = plan.for_run(overrides)
+    return digest_of(
+        {
+            "transcript": _file_digest(str(stored_transcript(transcripts, session_id))),
+            "overrides": overrides.model_dump(mode="json"),
+            "files": [_file_stamp(b.path) for b in file_bindings(pipeline)],
+            "pipeline": pipeline.digest,
+            "llm": llm_fingerprint,
+        }
+    )
+
+
+def lane_data_version(result: LaneResult) -> DataVersion:
+    """A lane's value as its consumers see it (payload, status, rejections), not its
+    accounting: a re-run that reused every extraction has the same data version."""
+    return DataVersion(
+        digest_of(
+            {
+                "status": result.status,
+                "payload": result.payload,
+                "rejections": [r.model_dump(mode="json") for r in result.rejections],
+            }
+        ).split(":", 1)[1][:24]
+    )
+
+
+def lane_checkpoints(store: BundleStore, retry_rejected: bool) -> CheckpointStore | None:
+    checkpoints = store.checkpoint_store()
+    if checkpoints is not None and retry_rejected:
+        return RetryRejections(checkpoints)
+    return checkpoints
 
 
 LANE_STEP_RETRIES = 2
@@ -161,7 +258,10 @@ def build_source_document_asset(plan: RunPipeline) -> AssetsDefinition:
         "session has no stored transcript.",
     )
     def source_document(
-        context: AssetExecutionContext, config: RuntimeReferences, store: BundleStore
+        context: AssetExecutionContext,
+        config: RuntimeReferences,
+        store: BundleStore,
+        llm: LLMResource,
     ) -> Output[SourceDocument]:
         ensure_run_tags(context, plan.pipeline)
         sha256 = stored_transcript_digest(store, context.partition_key)
@@ -177,17 +277,22 @@ def build_source_document_asset(plan: RunPipeline) -> AssetsDefinition:
                 plan, config.overrides(), transcripts=store.transcripts,
                 session_id=context.partition_key,
             )
+            inputs = external_inputs_digest(
+                plan, config.overrides(), transcripts=store.transcripts,
+                session_id=context.partition_key, llm_fingerprint=llm.fingerprint(),
+            )
         except NotariusError as exc:
             raise _fail(exc, "source_document") from None
         except (OSError, MemoryError) as exc:
             raise _fail_unexpected(exc, "source_document") from None
         return Output(
             document,
-            data_version=None,
+            data_version=DataVersion(document.digest.split(":", 1)[-1][:24]),
             metadata={
                 "units": len(document.units),
                 "media_type": document.media_type,
                 "source_digest": document.digest,
+                EXTERNAL_INPUTS_KEY: inputs,
             },
         )
 
@@ -288,7 +393,7 @@ def build_lane_asset(plan: RunPipeline, lane: ResolvedLane) -> AssetsDefinition:
                 session_id=context.partition_key,
                 llm_fingerprint=llm.fingerprint(),
                 max_concurrency=llm.profile.max_concurrency,
-                checkpoints=store.checkpoint_store(),
+                checkpoints=lane_checkpoints(store, config.retry_rejected),
                 progress=lambda msg: context.log.info(f"progress: {msg}"),
                 deadline=deadline,
             )
@@ -315,7 +420,9 @@ def build_lane_asset(plan: RunPipeline, lane: ResolvedLane) -> AssetsDefinition:
             raise _fail(exc, f"lane {lane.id}") from None
         except (OSError, MemoryError) as exc:
             raise _fail_unexpected(exc, f"lane {lane.id}") from None
-        return Output(result, metadata=lane_metadata(result))
+        return Output(
+            result, data_version=lane_data_version(result), metadata=lane_metadata(result)
+        )
 
     return lane_asset
 

@@ -25,6 +25,28 @@ from notarius_dagster.store import store_paths
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    """One or more transcripts, one after another in this process (start-up paid once)."""
+    paths = [Path(p) for p in args.path]
+    if args.session_id and len(paths) > 1:
+        print("error: --session-id names one session; give one transcript", file=sys.stderr)
+        return EXIT_USAGE
+    for path in paths:
+        if not path.is_file():
+            print(f"error: transcript {path.name!r} not found", file=sys.stderr)
+            return EXIT_USAGE
+    # One session: its steps as forks of a preloaded forkserver, so independent lanes overlap.
+    # Several: each in this process, one after another, without step processes (a small
+    # session's steps cost more as processes than its lanes gain by overlapping).
+    # NOTARIUS_EXECUTOR=in_process|multiprocess chooses explicitly (docs/operations.md).
+    default = "multiprocess" if len(paths) == 1 else "in_process"
+    parallel = os.environ.get("NOTARIUS_EXECUTOR", default) != "in_process"
+    status = EXIT_OK
+    for path in paths:
+        status = max(status, _run_one(args, path, parallel=parallel))
+    return status
+
+
+def _run_one(args: argparse.Namespace, path: Path, *, parallel: bool) -> int:
     from notarius_dagster.engine.errors import NotariusError, SessionIdError
     from notarius_dagster.engine.redaction import redact_secrets
     from notarius_dagster.engine.resolution import RuntimeBinding
@@ -34,10 +56,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     from notarius_dagster.run_summary import print_summary
     from notarius_dagster.runner import run_session
 
-    path = Path(args.path)
-    if not path.is_file():
-        print(f"error: transcript {path.name!r} not found", file=sys.stderr)
-        return EXIT_USAGE
     store = store_paths(data=args.data, bundles=args.out)
     try:
         # A usage error (exit 2): an explicit id must be valid, and an empty one is no id.
@@ -69,6 +87,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             runtime_unbinds=args.unbind,
             lanes=args.lanes.split(",") if args.lanes else None,
             max_calls=args.max_calls,
+            only_stale=True,
+            parallel=parallel,
+            retry_rejected=args.retry_rejected,
         )
     except NotariusError as exc:
         print(f"error: {redact_secrets(str(exc))}", file=sys.stderr)
@@ -76,6 +97,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not outcome.success:
         print(f"error: run {outcome.run_id} failed: {outcome.error}", file=sys.stderr)
         return EXIT_FAILED
+    if outcome.run_id is None:
+        print(f"session {session_id}: up to date (nothing changed; no run)", file=sys.stderr)
+    elif outcome.up_to_date:
+        print(f"  up to date: {', '.join(outcome.up_to_date)}", file=sys.stderr)
     print_summary(store.bundles / session_id, time.monotonic() - started)
     return EXIT_OK
 
@@ -260,11 +285,12 @@ def cmd_sessions_delete(args: argparse.Namespace) -> int:
 def add_run_command(sub: Any) -> None:
     run = sub.add_parser(
         "run",
-        help="materialize one transcript through the session asset job",
-        description="Register a transcript as a session and materialize it "
-        "in process; prints a summary of the published bundle.",
+        help="materialize transcripts through the session asset job",
+        description="Register each transcript as a session and materialize what is not up "
+        "to date, one session after another in this process; prints a summary of each "
+        "published bundle.",
     )
-    run.add_argument("path", help="transcript (.jsonl, .vtt, .srt, .txt)")
+    run.add_argument("path", nargs="+", help="transcripts (.jsonl, .vtt, .srt, .txt)")
     run.add_argument("--config", required=True, help="pipeline profile (configs/*.yaml)")
     run.add_argument("--out", required=True, help="bundle root: the bundle goes to OUT/<session>")
     run.add_argument("--session-id", help="default: derived from the file name")
@@ -295,6 +321,12 @@ def add_run_command(sub: Any) -> None:
         metavar="N",
         help="refuse the run if it needs more than N model calls (default: the profile's "
         "pipeline.budget.max_calls, 2000)",
+    )
+    run.add_argument(
+        "--retry-rejected",
+        action="store_true",
+        help="ask the model again for chunks whose extraction was rejected before "
+        "(by default a stored rejection is reused)",
     )
     run.set_defaults(func=cmd_run)
 

@@ -7,7 +7,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from dagster import Definitions, colored_console_logger, definitions, in_process_executor
+from dagster import Definitions, colored_console_logger, definitions, multiprocess_executor
 
 from assets.automation import build_automation_sensor
 from assets.campaign import build_campaign_assets, pipeline_roster
@@ -30,6 +30,41 @@ from notarius_dagster.settings import Settings, load_settings
 from resources.bundle_store import BundleStore
 from resources.io_managers import JsonAssetIOManager
 from resources.llm import LLMResource
+
+# Modules a step process needs, imported once by the forkserver so each step is a fork, not an
+# import: Dagster, the code location (assets, resources, every lane module) and the LLM client
+# (litellm alone costs seconds of CPU). The in-process path (tests, `execute_in_process`)
+# never starts the forkserver and never imports these early.
+PRELOAD_MODULES = [
+    "notarius_dagster.definitions",
+    "notarius_dagster.runner",
+    "notarius_dagster.llm.client",
+]
+MAX_CONCURRENT_STEPS = 4
+"""Steps in flight in one run: the four lanes that depend only on `npcs` at once. Lane steps
+are also bounded by the `llm` pool across runs (dagster.yaml), and each lane's model calls by
+the LLM profile's max_concurrency (docs/operations.md, "Concurrency")."""
+
+def start_forkserver_early() -> None:
+    """Start the forkserver (importing PRELOAD_MODULES) now, in the background, rather than
+    when the executor launches the first step: its imports then overlap with this process's
+    own start-up (building the definitions, opening the instance). The executor finds it
+    running and forks its steps from it."""
+    import multiprocessing
+    from multiprocessing import forkserver
+
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["dagster._core.executor.multiprocess", *PRELOAD_MODULES])
+    forkserver.ensure_running()
+
+
+session_executor = multiprocess_executor.configured(
+    {
+        "max_concurrent": MAX_CONCURRENT_STEPS,
+        "start_method": {"forkserver": {"preload_modules": PRELOAD_MODULES}},
+    },
+    name="session_executor",
+)
 
 
 def resolve_settings_pipeline(settings: Settings, **overrides: Any) -> ResolvedPipeline:
@@ -92,10 +127,10 @@ def definitions_for(settings: Settings, plan: RunPipeline) -> Definitions:
             "llm": LLMResource(profile_json=json.dumps(pipeline.llm_profile)),
         },
         loggers={"console": colored_console_logger, "progress": progress_logger},
-        # One process per run: a step per process costs 10-20 s of code loading each here,
-        # and each lane already runs its chunk extractions concurrently (up to the LLM
-        # profile's max_concurrency). docs/operations.md says how to scale out instead.
-        executor=in_process_executor,
+        # Independent lanes at the same time: each step is a fork of a forkserver that has
+        # imported the code location and the LLM client once (docs/operations.md,
+        # "Concurrency", says why this and not the in-process executor).
+        executor=session_executor,
     )
 
 

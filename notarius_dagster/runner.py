@@ -5,22 +5,38 @@ partition, executes in process with progress logging.
 Runtime references go in as the run config a run launched in the UI would carry
 (assets/factory.py: RuntimeReferences), so they are applied by the same code with the same
 errors; they are checked by that code before the partition is added, so a bad one fails here
-without leaving a failed run behind."""
+without leaving a failed run behind.
+
+`only_stale` (what `notarius run` asks) runs only the assets that are not up to date
+(notarius_dagster/staleness.py): an unchanged re-run launches no run at all. `parallel` runs
+the job with the code location's multiprocess executor (independent lanes at the same time,
+each step a fork of a preloaded forkserver) through `execute_job`; it needs a persistent
+instance, so with an ephemeral one the run stays in process."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dagster import DagsterEvent, DagsterInstance, Definitions
+from dagster import (
+    AssetKey,
+    DagsterEvent,
+    DagsterInstance,
+    Definitions,
+    JobDefinition,
+    build_reconstructable_job,
+    execute_job,
+)
 
 from assets.jobs import SESSION_JOB_NAME
 from assets.partitions import sessions_partitions
+from notarius_dagster.engine.errors import LLMUnavailableError
 from notarius_dagster.engine.redaction import redact_secrets
 from notarius_dagster.engine.resolution import RuntimeBinding
 from notarius_dagster.engine.session_steps import RuntimeOverrides
@@ -31,9 +47,13 @@ from notarius_dagster.store import store_paths
 
 @dataclass(frozen=True)
 class RunOutcome:
-    run_id: str
+    """`run_id` is None when everything was up to date (no run was launched)."""
+
+    run_id: str | None
     success: bool
     error: str | None
+    up_to_date: tuple[str, ...] = field(default=())
+    ran: tuple[str, ...] = field(default=())
 
 
 def run_settings(
@@ -68,6 +88,26 @@ def build_run_definitions(
     return build_definitions(settings, lanes=lanes)
 
 
+def session_job(
+    profile: str,
+    data_root: str,
+    bundles_root: str,
+    llm_profile: str | None,
+    lanes: list[str] | None,
+) -> JobDefinition:
+    """The session job rebuilt from plain arguments: what each step process of a parallel run
+    calls (through `build_reconstructable_job`) to load the same code location."""
+    from notarius_dagster.definitions import definitions_for, run_pipeline
+
+    settings = run_settings(
+        profile=Path(profile), data_root=Path(data_root), bundles_root=Path(bundles_root),
+        llm_profile=llm_profile,
+    )
+    return definitions_for(settings, run_pipeline(settings, lanes=lanes)).resolve_job_def(
+        SESSION_JOB_NAME
+    )
+
+
 def run_session(
     *,
     session_id: str,
@@ -81,12 +121,19 @@ def run_session(
     instance: DagsterInstance | None = None,
     quiet: bool = False,
     max_calls: int | None = None,
+    only_stale: bool = False,
+    parallel: bool = False,
+    retry_rejected: bool = False,
 ) -> RunOutcome:
     """Materialize one session. Raises NotariusError (before anything runs) for a profile or
     runtime references that do not resolve; a run that fails is an unsuccessful outcome."""
     from assets.factory import runtime_references_config
     from notarius_dagster.definitions import definitions_for, run_pipeline
 
+    if parallel and (instance is None or not instance.is_ephemeral):
+        from notarius_dagster.definitions import start_forkserver_early
+
+        start_forkserver_early()
     settings = run_settings(
         profile=profile, data_root=data_root, bundles_root=bundles_root, llm_profile=llm_profile
     )
@@ -99,26 +146,94 @@ def run_session(
     plan.for_run(overrides)  # the check each asset makes, made once before the run
     defs = definitions_for(settings, plan)
     run_config: dict[str, Any] = {}
-    if overrides.active() or max_calls is not None:
+    if overrides.active() or max_calls is not None or retry_rejected:
         run_config.update(
             runtime_references_config(
-                plan.pipeline, overrides.references, overrides.unbind, max_calls
+                plan.pipeline, overrides.references, overrides.unbind, max_calls,
+                retry_rejected=retry_rejected,
             )
         )
     if not quiet:
         run_config["loggers"] = {"progress": {"config": {"log_level": "INFO"}}}
     instance = instance or DagsterInstance.get()
     instance.add_dynamic_partitions(sessions_partitions.name or "sessions", [session_id])
-    job = defs.resolve_job_def(SESSION_JOB_NAME)
-    result = job.execute_in_process(
-        instance=instance, partition_key=session_id, raise_on_error=False, run_config=run_config,
-        tags=cli_run_tags(session_id),
+    selection: list[AssetKey] | None = None
+    up_to_date: tuple[str, ...] = ()
+    if only_stale and not retry_rejected:
+        staleness = _staleness(defs, instance, plan, overrides, settings, session_id)
+        up_to_date = tuple(k.to_user_string() for k in staleness.up_to_date)
+        if not staleness.stale:
+            return RunOutcome(run_id=None, success=True, error=None, up_to_date=up_to_date)
+        if staleness.up_to_date:
+            selection = list(staleness.stale)
+    if parallel and not instance.is_ephemeral:
+        from notarius_dagster.llm.offline import export_shared_server
+        from notarius_dagster.llm.profiles import LLMProfile
+
+        # The offline model loads once, here, for every step process of this run (and of
+        # later runs of this process), not once per lane step.
+        with contextlib.suppress(LLMUnavailableError):  # the lanes fail with it, as always
+            export_shared_server(LLMProfile.model_validate(plan.pipeline.llm_profile))
+        result: Any = execute_job(
+            build_reconstructable_job(
+                "notarius_dagster.runner", "session_job",
+                reconstructable_kwargs={
+                    "profile": str(settings.profile),
+                    "data_root": str(settings.store.root),
+                    "bundles_root": str(settings.store.bundles),
+                    "llm_profile": llm_profile,
+                    "lanes": list(lanes) if lanes else None,
+                },
+            ),
+            instance=instance,
+            run_config=run_config,
+            tags={"dagster/partition": session_id, **cli_run_tags(session_id)},
+            asset_selection=selection,
+        )
+    else:
+        job = defs.resolve_job_def(SESSION_JOB_NAME)
+        result = job.execute_in_process(
+            instance=instance, partition_key=session_id, raise_on_error=False,
+            run_config=run_config, asset_selection=selection, tags=cli_run_tags(session_id),
+        )
+    ran = tuple(k.to_user_string() for k in (selection or ()))
+    return RunOutcome(
+        run_id=result.run_id, success=result.success, error=_first_error(result),
+        up_to_date=up_to_date, ran=ran,
     )
-    error = None
-    if not result.success:
-        failures = [e for e in result.all_events if e.is_step_failure]
-        error = failure_text(failures[0]) if failures else "the run did not succeed"
-    return RunOutcome(run_id=result.run_id, success=result.success, error=error)
+
+
+def _staleness(
+    defs: Definitions,
+    instance: DagsterInstance,
+    plan: Any,
+    overrides: RuntimeOverrides,
+    settings: Settings,
+    session_id: str,
+) -> Any:
+    from assets.factory import external_inputs_digest
+    from assets.graph_style import SESSION_GROUPS
+    from notarius_dagster.llm.profiles import LLMProfile
+    from notarius_dagster.staleness import session_staleness
+
+    llm_fingerprint = LLMProfile.model_validate(plan.pipeline.llm_profile).fingerprint()
+    inputs = external_inputs_digest(
+        plan, overrides, transcripts=settings.store.transcripts, session_id=session_id,
+        llm_fingerprint=llm_fingerprint,
+    )
+    bundle = settings.store.bundles / session_id
+    return session_staleness(
+        defs, instance, session_id, groups=SESSION_GROUPS, external_inputs=inputs,
+        extra_checks={"session_bundle": lambda: (bundle / "manifest.json").is_file()},
+    )
+
+
+def _first_error(result: Any) -> str | None:
+    """The first step failure's cause (`failure_text`), or a generic line."""
+    if result.success:
+        return None
+    failures = [e for e in result.all_events if e.is_step_failure]
+    return failure_text(failures[0]) if failures else "the run did not succeed"
 
 
 _ERRNO = re.compile(r"\[Errno (\d+)\]")

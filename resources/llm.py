@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from dagster import ConfigurableResource
 
-from notarius_dagster.llm.client import LiteLLMClient
-from notarius_dagster.llm.offline import ensure_server
 from notarius_dagster.llm.profiles import LLMProfile
+
+if TYPE_CHECKING:
+    from notarius_dagster.llm.client import LiteLLMClient
 
 
 class LLMResource(ConfigurableResource):
@@ -28,6 +30,12 @@ class LLMResource(ConfigurableResource):
 
     @contextmanager
     def client(self) -> Iterator[LiteLLMClient]:
+        # Imported here, not at module level: litellm costs seconds of CPU to import, and the
+        # code location (loaded by every command, the webserver and each step) must not pay
+        # for it before a lane actually calls a model.
+        from notarius_dagster.llm.client import LiteLLMClient
+        from notarius_dagster.llm.offline import ensure_server
+
         profile = self.profile
         with ensure_server(profile) as api_base:
             yield LiteLLMClient(profile, api_base_override=api_base)

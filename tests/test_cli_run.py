@@ -95,3 +95,20 @@ def test_two_long_file_names_cut_to_one_session_id_are_refused(tmp_path: Path) -
     assert "--session-id" in done.stderr
     again = notarius(tmp_path, *run_args(tmp_path, first))  # the same file again is fine
     assert again.returncode == 1 and "both give session id" not in again.stderr
+
+
+def test_several_transcripts_run_in_one_process_and_an_unchanged_rerun_is_up_to_date(
+        tmp_path: Path) -> None:
+    other = tmp_path / "Second Slice.jsonl"
+    other.write_text(SAMPLE.read_text(encoding="utf-8"), encoding="utf-8")
+    args = run_args(tmp_path, SAMPLE)
+    args.insert(2, str(other))  # run A B --config ...
+    done = notarius(tmp_path, *args)
+    assert done.returncode == 0, done.stderr
+    assert "session crd3-c2e001-slice: materializing" in done.stderr
+    assert "session second-slice: materializing" in done.stderr
+    assert done.stdout.count("validation: approved") == 2
+    again = notarius(tmp_path, *args)
+    assert again.returncode == 0, again.stderr
+    assert again.stderr.count("up to date (nothing changed; no run)") == 2
+    assert ": chunk " not in again.stderr

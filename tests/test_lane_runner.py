@@ -467,3 +467,26 @@ def test_after_a_failed_chunk_the_chunks_not_started_never_call_the_extractor(
         )
     assert ATTEMPTS == {"chunk-0000": 1, "chunk-0001": 1}
     assert lines == ["items: chunk 1/5 chunk-0000 llm"]
+
+
+def test_progress_is_bounded_by_deciles_with_the_first_and_the_last_chunk(
+    doc: SourceDocument,
+) -> None:
+    """42 chunks give 11 chunk lines (the first, then one per tenth, the last among them), not
+    42; every chunk's status is still in the result."""
+    SCRIPT["fn"] = lambda req, n: good(req)
+    ATTEMPTS.clear()
+    chunks = [make_chunk(doc, i, doc.units[i % len(doc.units) : i % len(doc.units) + 1])
+              for i in range(42)]
+    lines: list[str] = []
+    result = run_lane(lane(), document=doc, chunks=chunks, references={}, client=None,
+                      session_id="s1", llm_fingerprint="fp", progress=lines.append,
+                      max_concurrency=4)
+    chunk_lines = [line for line in lines if ": chunk " in line]
+    assert len(chunk_lines) == 11
+    assert chunk_lines[0].startswith("items: chunk 1/42 ")
+    assert chunk_lines[-1].startswith("items: chunk 42/42 ")
+    done = [int(line.split()[2].split("/")[0]) for line in chunk_lines]
+    assert done == sorted(done) and all(b - a <= 5 for a, b in zip(done, done[1:], strict=False))
+    assert len(result.chunk_status) == 42
+    assert lines[-2:] == ["items: merged 42 extract(s)", "items: normalized"]

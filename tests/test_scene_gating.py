@@ -257,7 +257,8 @@ def test_a_scene_classification_change_invalidates_checkpoint_reuse(
 
     fighting = scene_artifact(chunks, {"chunk-0000": "narrative", "chunk-0001": "combat"})
     changed, client = run_combat(fight, chunks, fighting, checkpoints=store)
-    assert changed.chunk_status == {"chunk-0000": "skipped", "chunk-0001": "llm"}
+    # chunk-0000's own scene record did not change: its stored (skipped) result is reused.
+    assert changed.chunk_status == {"chunk-0000": "reused", "chunk-0001": "llm"}
     assert client.calls == 1 and changed.stats.records == 5
 
 

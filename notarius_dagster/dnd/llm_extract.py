@@ -11,14 +11,20 @@ from pathlib import Path
 from typing import Any
 
 from notarius_dagster.dnd.records import refs_from_unit_ids
+from notarius_dagster.dnd.reference_fingerprints import consumed_fingerprint
 from notarius_dagster.dnd.roster import party_context
-from notarius_dagster.engine.contracts import ExtractRequest, LLMUsage, ModuleOutput
+from notarius_dagster.engine.contracts import (
+    ExtractRequest,
+    LLMUsage,
+    ModuleOutput,
+    PreparedReference,
+)
 from notarius_dagster.engine.digest import digest_of
 from notarius_dagster.engine.errors import LaneError
 from notarius_dagster.engine.lane_models import CITATION_FIELD, allows_none
 from notarius_dagster.engine.lanes import LaneSpec, ModuleFactory
 from notarius_dagster.engine.llm_contract import StructuredRequest
-from notarius_dagster.engine.models import RunWarning
+from notarius_dagster.engine.models import Chunk, RunWarning
 
 PROMPT_SPLIT = "\n---- user ----\n"
 
@@ -118,6 +124,13 @@ class LLMListExtractor:
 
     def fingerprint_material(self) -> dict[str, str]:
         return {"prompt": self.prompt.sha256, "answer_schema": digest_of(self.answer_schema)}
+
+    def reference_fingerprint(
+        self, slot: str, reference: PreparedReference, chunk: Chunk
+    ) -> str:
+        """What of `reference` this extraction consumes (dnd/reference_fingerprints.py): for
+        the `npcs` artifact its ids, names and aliases only."""
+        return consumed_fingerprint(slot, reference, chunk)
 
     def manifest_metadata(self) -> dict[str, str]:
         return {

@@ -1,6 +1,11 @@
 """Per-chunk extraction checkpoints, stored under a fingerprint of everything that determines
 the extraction (lane, extractor key and version, prompt and schema hashes, options, LLM profile,
-chunk digest, reference fingerprints). A hit makes no LLM call; any changed input misses."""
+chunk digest, reference fingerprints). A hit makes no LLM call; any changed input misses.
+
+A rejected extraction is a result too: it is stored under the same fingerprint (as the
+rejection, beside where an accepted output would go), so a re-run does not pay again for a
+chunk the model already failed on with the same inputs. `RetryRejections` wraps a store to
+ask again (`notarius run --retry-rejected`, or the lane's `retry_rejected` run config)."""
 
 from __future__ import annotations
 
@@ -8,10 +13,11 @@ import os
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from notarius_dagster.engine.contracts import ModuleOutput
 from notarius_dagster.engine.digest import digest_of
+from notarius_dagster.engine.models import Rejection
 
 
 def extraction_fingerprint(
@@ -45,6 +51,44 @@ class CheckpointStore(Protocol):
     def put(self, fingerprint: str, output: ModuleOutput) -> None: ...
 
 
+@runtime_checkable
+class RejectionCheckpoints(Protocol):
+    """A store that also keeps rejected extractions (the lane runner uses it when present)."""
+
+    def get_rejection(self, fingerprint: str) -> Rejection | None: ...
+
+    def put_rejection(self, fingerprint: str, rejection: Rejection) -> None: ...
+
+
+class RetryRejections:
+    """A store whose stored rejections are not reused (new ones are still stored, and
+    accepted outputs are reused as usual): the chunks rejected before are asked again."""
+
+    def __init__(self, inner: CheckpointStore) -> None:
+        self.inner = inner
+
+    def get(self, fingerprint: str) -> ModuleOutput | None:
+        return self.inner.get(fingerprint)
+
+    def put(self, fingerprint: str, output: ModuleOutput) -> None:
+        self.inner.put(fingerprint, output)
+
+    def get_rejection(self, fingerprint: str) -> Rejection | None:
+        return None
+
+    def put_rejection(self, fingerprint: str, rejection: Rejection) -> None:
+        if isinstance(self.inner, RejectionCheckpoints):
+            self.inner.put_rejection(fingerprint, rejection)
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+    os.replace(tmp, path)
+
+
 class FileCheckpointStore:
     """One JSON file per fingerprint, written atomically (safe across concurrent runs)."""
 
@@ -65,9 +109,20 @@ class FileCheckpointStore:
             return None  # a damaged checkpoint is a miss, never a result
 
     def put(self, fingerprint: str, output: ModuleOutput) -> None:
+        _write_atomically(self._path(fingerprint), output.model_dump_json().encode())
+        self._rejection_path(fingerprint).unlink(missing_ok=True)
+
+    def _rejection_path(self, fingerprint: str) -> Path:
         path = self._path(fingerprint)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(output.model_dump_json().encode())
-        os.replace(tmp, path)
+        return path.with_name(f"{path.stem}.rejected.json")
+
+    def get_rejection(self, fingerprint: str) -> Rejection | None:
+        try:
+            return Rejection.model_validate_json(self._rejection_path(fingerprint).read_bytes())
+        except FileNotFoundError:
+            return None
+        except ValueError:
+            return None
+
+    def put_rejection(self, fingerprint: str, rejection: Rejection) -> None:
+        _write_atomically(self._rejection_path(fingerprint), rejection.model_dump_json().encode())

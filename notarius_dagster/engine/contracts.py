@@ -150,6 +150,16 @@ class BaseExtractor:
     def manifest_metadata(self) -> Mapping[str, Any]:
         return {}
 
+    def reference_fingerprint(
+        self, slot: str, reference: PreparedReference, chunk: Chunk
+    ) -> str:
+        """What of `reference` (bound to `slot`) the extraction of `chunk` consumes, as a
+        string mixed into the chunk's checkpoint fingerprint. Default: the whole digest (any
+        change asks every chunk again). An extractor that reads only part of a reference
+        (names, or the chunk's own record) returns a digest of that part, so an unrelated
+        upstream edit reuses its stored extractions. The lane runner asks it when present."""
+        return reference.digest
+
 
 class Merger(Protocol):
     """A `merge` module: one output from the accepted extracts, in chunk order. A function of

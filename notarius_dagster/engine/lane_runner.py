@@ -21,7 +21,11 @@ from pydantic import Field
 
 from notarius_dagster.engine.artifact_kinds import ArtifactKind, get_kind
 from notarius_dagster.engine.catalog import CATALOG, ModuleCatalog
-from notarius_dagster.engine.checkpoints import CheckpointStore, extraction_fingerprint
+from notarius_dagster.engine.checkpoints import (
+    CheckpointStore,
+    RejectionCheckpoints,
+    extraction_fingerprint,
+)
 from notarius_dagster.engine.contracts import (
     Extractor,
     ExtractRequest,
@@ -220,6 +224,8 @@ class _Extracted:
     chunk: Chunk
     attempted: _Attempted
     status: ChunkStatus
+    stored_rejection: bool = False
+    """A rejection reused from the checkpoint store (no call was made for it)."""
 
 
 @dataclass(frozen=True)
@@ -232,6 +238,7 @@ class _Collected:
     warnings: tuple[RunWarning, ...]
     usage: LLMUsage
     status: dict[str, ChunkStatus]
+    stored_rejections: int = 0
 
 
 # ---- the steps, in order
@@ -292,12 +299,24 @@ def _extract_all(
                     raise deadline.error(run.lane.id, done - 1, len(chunks), str(exc)) from exc
                 raise
             results.append(item)
-            run.report(
-                f"{run.lane.id}: chunk {done}/{len(chunks)} {item.chunk.chunk_id} {item.status}"
-            )
+            if is_progress_milestone(done, len(chunks)):
+                run.report(
+                    f"{run.lane.id}: chunk {done}/{len(chunks)} {item.chunk.chunk_id} "
+                    f"{item.status}"
+                )
     finally:
         pool.shutdown(wait=not timed_out, cancel_futures=True)
     return results
+
+
+def is_progress_milestone(done: int, total: int) -> bool:
+    """Whether chunk `done` of `total` gets a progress line: the first, the last and the first
+    of each completed tenth, so a lane writes at most 11 chunk lines however many chunks it
+    has (each line is a log event the orchestrator stores; one per chunk made the event log
+    the bottleneck). Every chunk's status stays in the result (`chunk_status`)."""
+    if done <= 1 or done >= total:
+        return True
+    return (done * 10) // total > ((done - 1) * 10) // total
 
 
 def _collect(extracted: Sequence[_Extracted]) -> _Collected:
@@ -306,7 +325,9 @@ def _collect(extracted: Sequence[_Extracted]) -> _Collected:
     rejections: list[Rejection] = []
     warnings: list[RunWarning] = []
     status: dict[str, ChunkStatus] = {}
+    stored_rejections = 0
     for item in extracted:
+        stored_rejections += item.stored_rejection
         usage = usage + item.attempted.usage
         status[item.chunk.chunk_id] = item.status
         if item.attempted.rejection is not None:
@@ -322,6 +343,7 @@ def _collect(extracted: Sequence[_Extracted]) -> _Collected:
         warnings=tuple(warnings),
         usage=usage,
         status=status,
+        stored_rejections=stored_rejections,
     )
 
 
@@ -386,8 +408,9 @@ def _result(
         warnings=tuple(warnings),
         stats=LaneStats(
             chunks=collected.chunks,
-            called_model=sum(1 for s in status.values() if s in ("llm", "rejected")),
-            reused=sum(1 for s in status.values() if s == "reused"),
+            called_model=sum(1 for s in status.values() if s in ("llm", "rejected"))
+            - collected.stored_rejections,
+            reused=sum(1 for s in status.values() if s == "reused") + collected.stored_rejections,
             skipped=sum(1 for s in status.values() if s == "skipped"),
             rejected=len(collected.rejections),
             records=len(payload.get(run.kind.items_field, [])) if payload else 0,
@@ -421,6 +444,12 @@ class _ChunkExtraction:
             if cached is not None:
                 reused = _Attempted(output=cached, rejection=None, usage=LLMUsage())
                 return _Extracted(chunk=chunk, attempted=reused, status="reused")
+            stored = self._stored_rejection(fingerprint)
+            if stored is not None:
+                again = _Attempted(output=None, rejection=stored, usage=LLMUsage())
+                return _Extracted(
+                    chunk=chunk, attempted=again, status="rejected", stored_rejection=True
+                )
         stage = self.run.lane.extract
         request = ExtractRequest(document=self.run.document, chunk=chunk, context=self.context)
         attempted = _attempt(
@@ -437,11 +466,27 @@ class _ChunkExtraction:
             chunk_id=chunk.chunk_id,
         )
         if attempted.output is None:
+            if isinstance(self.checkpoints, RejectionCheckpoints) and attempted.rejection:
+                self.checkpoints.put_rejection(fingerprint, attempted.rejection)
             return _Extracted(chunk=chunk, attempted=attempted, status="rejected")
         if self.checkpoints is not None:
             self.checkpoints.put(fingerprint, attempted.output)
         status: ChunkStatus = "skipped" if attempted.output.skipped else "llm"
         return _Extracted(chunk=chunk, attempted=attempted, status=status)
+
+    def reference_fingerprint(self, slot: str, ref: PreparedReference, chunk: Chunk) -> str:
+        """What the extractor says it consumes of `ref` (`BaseExtractor.reference_fingerprint`),
+        or the whole digest for an extractor without the hook."""
+        hook = getattr(self.extractor, "reference_fingerprint", None)
+        return str(hook(slot, ref, chunk)) if callable(hook) else ref.digest
+
+    def _stored_rejection(self, fingerprint: str) -> Rejection | None:
+        """A rejection stored under this fingerprint: the same inputs were rejected before,
+        so asking again would most likely pay for the same answer (`RetryRejections` says
+        otherwise)."""
+        if isinstance(self.checkpoints, RejectionCheckpoints):
+            return self.checkpoints.get_rejection(fingerprint)
+        return None
 
     def provenance(self, chunk: Chunk) -> dict[str, Any]:
         """Runner-owned: whatever the extractor put there is replaced."""
@@ -464,7 +509,8 @@ class _ChunkExtraction:
             llm_fingerprint=self.llm_fingerprint,
             chunk_digest=chunk.digest,
             reference_fingerprints={
-                slot: ref.digest for slot, ref in self.context.references.items()
+                slot: self.reference_fingerprint(slot, ref, chunk)
+                for slot, ref in self.context.references.items()
             },
         )
 

@@ -58,18 +58,16 @@ def get_validator(name: str) -> Validator:
     return _VALIDATORS[name]
 
 
-@lru_cache(maxsize=64)
-def _schema_validator(kind_name: str, schema_json: str) -> jsonschema.Draft202012Validator:
-    import json
-
-    return jsonschema.Draft202012Validator(json.loads(schema_json))
+@lru_cache(maxsize=128)
+def _schema_validator(kind: ArtifactKind) -> jsonschema.Draft202012Validator:
+    """One compiled validator per kind (a kind is frozen, so its model and schema are fixed):
+    generating the schema from the model costs more than validating one payload."""
+    return jsonschema.Draft202012Validator(kind.json_schema())
 
 
 def schema_problems(kind: ArtifactKind, payload: dict[str, Any]) -> list[str]:
     """JSON Schema and model validation problems by path (never values)."""
-    import json
-
-    validator = _schema_validator(kind.kind, json.dumps(kind.json_schema(), sort_keys=True))
+    validator = _schema_validator(kind)
     problems = [
         f"{'/'.join(str(p) for p in err.absolute_path) or '(root)'}: {err.validator}"
         for err in validator.iter_errors(payload)

@@ -12,7 +12,9 @@ The client holds only configuration, so one instance may serve many threads at o
 
 from __future__ import annotations
 
+import json
 import random
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -111,8 +113,7 @@ class LiteLLMClient:
         retried before an answer arrived are not calls. A schema that is not valid JSON Schema
         raises `jsonschema.SchemaError` before anything is sent: that is a lane bug."""
         schema = request.schema_
-        Draft202012Validator.check_schema(schema)
-        validator = Draft202012Validator(schema)
+        validator = compiled_validator(schema)
         first_rung = choose_rung(self._profile)
         response_format = response_format_for(first_rung, request.schema_name, schema)
         messages: list[dict[str, Any]] = [
@@ -210,6 +211,29 @@ class LiteLLMClient:
     def _backoff(self, attempt: int) -> float:
         base = self._retry_backoff_s * 2 ** (attempt - 1)
         return min(MAX_BACKOFF_S, base + random.uniform(0, self._retry_backoff_s))
+
+
+# Compiled validators by canonical schema text. A lane sends the same few schemas thousands of
+# times; `check_schema` plus building the validator cost more CPU than the rest of a call.
+_VALIDATORS: dict[str, Draft202012Validator] = {}
+_VALIDATORS_LOCK = threading.Lock()
+_MAX_VALIDATORS = 256
+
+
+def compiled_validator(schema: dict[str, Any]) -> Draft202012Validator:
+    """The schema checked once and compiled once per process (thread-safe). Raises
+    `jsonschema.SchemaError` for a schema that is not valid JSON Schema, every time."""
+    key = json.dumps(schema, sort_keys=True, separators=(",", ":"))
+    validator = _VALIDATORS.get(key)
+    if validator is not None:
+        return validator
+    Draft202012Validator.check_schema(schema)
+    validator = Draft202012Validator(schema)
+    with _VALIDATORS_LOCK:
+        if len(_VALIDATORS) >= _MAX_VALIDATORS:
+            _VALIDATORS.clear()
+        _VALIDATORS[key] = validator
+    return validator
 
 
 def is_transient(exc: BaseException) -> bool:

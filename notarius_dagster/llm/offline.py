@@ -3,17 +3,29 @@
 
 The server is a child process so litellm reaches it exactly as it reaches any hosted
 OpenAI-compatible model (`openai/<alias>` plus `api_base`): the offline tier exercises the same
-client code as production, not a shortcut. Its output goes to a log file, never the console."""
+client code as production, not a shortcut. Its output goes to a log file, never the console.
+
+The model loads once per run, not once per lane step: `ensure_server` reuses the server named
+by NOTARIUS_OFFLINE_API_BASE (the `notarius run` process starts one and exports it before the
+run's step processes fork), else, in a main process (an in-process run, the webserver's run
+worker), one server kept for the process's life (`shared_server`, stopped at exit). Only a
+step process of a run nobody started a server for (a multiprocess run launched from the UI)
+starts and stops its own around the lane, because such a process ends without running exit
+handlers."""
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import importlib.util
+import multiprocessing
+import os
 import shutil
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -184,12 +196,61 @@ class OfflineModelServer:
         self._port = None
 
 
+SERVER_ENV = "NOTARIUS_OFFLINE_API_BASE"
+"""`<context tokens> <api base>` of a server started for the whole run (notarius_dagster/runner)."""
+
+_SHARED: dict[int, OfflineModelServer] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_server(context_tokens: int) -> OfflineModelServer:
+    """This process's server for `context_tokens`, started on first use and stopped when the
+    process exits (a server that died is started again)."""
+    with _SHARED_LOCK:
+        server = _SHARED.get(context_tokens)
+        if server is None or not server.is_running():
+            server = OfflineModelServer(context_tokens=context_tokens)
+            server.start()
+            if not _SHARED:
+                atexit.register(stop_shared_servers)
+            _SHARED[context_tokens] = server
+        return server
+
+
+def stop_shared_servers() -> None:
+    with _SHARED_LOCK:
+        for server in _SHARED.values():
+            server.stop()
+        _SHARED.clear()
+
+
+def export_shared_server(profile: LLMProfile) -> None:
+    """Start (or reuse) this process's server for `profile` and name it in the environment,
+    so step processes forked from here afterwards use it instead of loading the model again."""
+    if profile.server != "llama-cpp":
+        return
+    server = shared_server(profile.context_tokens)
+    os.environ[SERVER_ENV] = f"{profile.context_tokens} {server.api_base}"
+
+
+def _exported_base(profile: LLMProfile) -> str | None:
+    tokens, _, base = os.environ.get(SERVER_ENV, "").partition(" ")
+    return base if base and tokens == str(profile.context_tokens) else None
+
+
 @contextlib.contextmanager
 def ensure_server(profile: LLMProfile) -> Iterator[str | None]:
-    """Yield the api_base a client for `profile` should use: a freshly started offline server
-    for `server: llama-cpp`, the profile's own `api_base` otherwise."""
-    if profile.server == "llama-cpp":
+    """Yield the api_base a client for `profile` should use: for `server: llama-cpp` the run's
+    server, this process's server, or (in a step process of its own) a fresh one; the
+    profile's own `api_base` otherwise."""
+    if profile.server != "llama-cpp":
+        yield profile.api_base
+        return
+    exported = _exported_base(profile)
+    if exported is not None:
+        yield exported
+    elif multiprocessing.parent_process() is None:
+        yield shared_server(profile.context_tokens).api_base
+    else:
         with OfflineModelServer(context_tokens=profile.context_tokens) as server:
             yield server.api_base
-    else:
-        yield profile.api_base

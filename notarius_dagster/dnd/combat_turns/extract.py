@@ -8,8 +8,10 @@ from typing import Any
 
 from notarius_dagster.dnd.combat_turns.gate import GATE_POLICY, decide
 from notarius_dagster.dnd.llm_extract import LLMListExtractor
-from notarius_dagster.engine.contracts import ExtractRequest, ModuleOutput
+from notarius_dagster.dnd.reference_fingerprints import scene_record_fingerprint
+from notarius_dagster.engine.contracts import ExtractRequest, ModuleOutput, PreparedReference
 from notarius_dagster.engine.errors import LaneError
+from notarius_dagster.engine.models import Chunk
 
 SCENES_SLOT = "scene_descriptions"
 SCENE_KIND = "dnd/scene-description-list"
@@ -43,8 +45,18 @@ class SceneGatedCombatExtractor:
 
     def fingerprint_material(self) -> dict[str, str]:
         """Prompt and schema hashes plus the gate policy. The scene artifact is not here: the
-        runner mixes every reference digest into the checkpoint fingerprint already."""
+        runner mixes what `reference_fingerprint` says of it into each chunk's fingerprint."""
         return {**self.inner.fingerprint_material(), "gate": GATE_POLICY}
+
+    def reference_fingerprint(
+        self, slot: str, reference: PreparedReference, chunk: Chunk
+    ) -> str:
+        """The gate reads only the chunk's own scene record (id, source id, range, kind), so
+        only that goes into the chunk's fingerprint; the `npcs` artifact as grounding uses it
+        (the inner extractor's answer)."""
+        if slot == SCENES_SLOT:
+            return scene_record_fingerprint(reference, chunk)
+        return self.inner.reference_fingerprint(slot, reference, chunk)
 
     def manifest_metadata(self) -> dict[str, Any]:
         metadata: dict[str, Any] = {**self.inner.manifest_metadata(), "gate": GATE_POLICY}

@@ -1,0 +1,72 @@
+"""Work done once per process: the client compiles each answer schema's validator once (and
+still refuses an invalid schema every time), `schema_problems` compiles one validator per
+artifact kind, and the IO manager loads the source document once per file version."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from dagster import AssetKey, build_input_context, build_output_context
+
+from notarius_dagster.engine.models import SourceDocument
+from notarius_dagster.llm.client import compiled_validator
+from resources.io_managers import JsonAssetIOManager
+from tests.conftest import make_document
+
+SCHEMA: dict[str, Any] = {"type": "object", "properties": {"n": {"type": "integer"}},
+                          "required": ["n"]}
+
+
+def test_the_client_compiles_a_schema_once_and_refuses_a_bad_one_every_time() -> None:
+    first = compiled_validator(SCHEMA)
+    assert compiled_validator(dict(SCHEMA)) is first
+    assert first.is_valid({"n": 1}) and not first.is_valid({"n": "x"})
+    for _ in range(2):
+        with pytest.raises(jsonschema.SchemaError):
+            compiled_validator({"type": "no-such-type"})
+
+
+def test_schema_problems_compiles_one_validator_per_kind(monkeypatch: pytest.MonkeyPatch) -> None:
+    from notarius_dagster.engine import validators
+    from notarius_dagster.engine.artifact_kinds import get_kind
+    from notarius_dagster.modules import load_modules
+
+    load_modules()
+    kind = get_kind("dnd/npc-list")
+    validators._schema_validator.cache_clear()
+    payload = {"kind": "dnd/npc-list", "schema_version": "v1", "source_id": "s", "npcs": []}
+    for _ in range(3):
+        assert validators.schema_problems(kind, payload) == []
+    info = validators._schema_validator.cache_info()
+    assert (info.misses, info.hits) == (1, 2)
+
+
+def test_the_source_document_is_loaded_once_per_file_version(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    manager = JsonAssetIOManager(root=str(tmp_path))
+    key = AssetKey("source_document")
+    document = make_document([1, 2, 3])
+    manager.handle_output(build_output_context(asset_key=key, partition_key="s1"), document)
+    reads: list[str] = []
+    read_text = Path.read_text
+
+    def counting(path: Path, *args: Any, **kwargs: Any) -> str:
+        reads.append(path.name)
+        return read_text(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "read_text", counting)
+    from resources.io_managers import VALUE_CACHE
+
+    VALUE_CACHE.clear()  # as in a fresh process
+    loaded = [manager.load_input(build_input_context(asset_key=key, partition_key="s1"))
+              for _ in range(3)]
+    assert reads == ["source_document.json"]
+    assert all(isinstance(v, SourceDocument) and v == document for v in loaded)
+    stored = next(tmp_path.rglob("source_document.json"))
+    os.utime(stored, ns=(1, 1))  # rewritten by another process: read again
+    manager.load_input(build_input_context(asset_key=key, partition_key="s1"))
+    assert reads == ["source_document.json", "source_document.json"]
