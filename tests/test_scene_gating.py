@@ -290,7 +290,7 @@ def test_manifest_metadata_reports_only_the_number_of_approved_scene_records(
     result, _ = run_combat(fight, chunks, scene_artifact(chunks, "narrative", TITLE, SUMMARY))
     extractor = result.metadata["extractor"]
     assert extractor["approved_scene_records"] == 2
-    assert set(extractor) == {"prompt_sha256", "answer_schema_sha256", "gate",
+    assert set(extractor) == {"prompt_sha256", "answer_schema_sha256", "citations", "gate",
                               "approved_scene_records"}
 
 
@@ -300,7 +300,7 @@ def test_fingerprint_material_is_stable_and_holds_no_scene_artifact() -> None:
 
     first = build().fingerprint_material()
     assert first == build().fingerprint_material()
-    assert set(first) == {"prompt", "answer_schema", "gate"}
+    assert set(first) == {"prompt", "answer_schema", "citations", "gate"}
 
 
 def test_the_complete_profile_orders_lanes_by_their_references() -> None:
