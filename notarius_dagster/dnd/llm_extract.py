@@ -11,8 +11,8 @@ Which scheme is kept, and why, is in docs/lanes.md ("Citations")."""
 
 from __future__ import annotations
 
-import hashlib
 import copy
+import hashlib
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path

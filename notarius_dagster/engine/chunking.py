@@ -15,7 +15,6 @@ from notarius_dagster.engine.contracts import ChunkRequest
 from notarius_dagster.engine.digest import digest_of
 from notarius_dagster.engine.models import Chunk, SourceDocument, SourceUnit
 
-
 MAX_SPEAKER_CHARS = 40
 """A speaker label longer than this is cut (with `…`): a label is a name, not a paragraph."""
 LINE_BREAK_MARK = "\u23ce"
