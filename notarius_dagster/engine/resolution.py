@@ -18,6 +18,7 @@ from notarius_dagster.engine.config import (
     DEFAULT_MERGE_MODULE,
     DEFAULT_NORMALIZE_MODULE,
     ProfileFile,
+    PublishConfig,
     ReferenceBindingConfig,
     StageConfig,
     load_profile,
@@ -84,6 +85,7 @@ class ResolvedPipeline(Frozen):
     configured_lanes: tuple[str, ...]
     output_module: str
     output_options: dict[str, Any]
+    publish: PublishConfig = Field(default_factory=PublishConfig)
     digest: str = ""
 
     def lane(self, lane_id: str) -> ResolvedLane:
@@ -317,6 +319,7 @@ def resolve_pipeline(
         configured_lanes=tuple(sorted(configured)),
         output_module=output_spec.key,
         output_options=output_options,
+        publish=pipe.publish,
     )
     return resolved.model_copy(update={"digest": pipeline_digest(resolved)})
 
