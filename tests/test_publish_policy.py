@@ -72,8 +72,10 @@ def test_a_run_below_the_policy_fails_and_the_previous_bundle_stays(tmp_path: Pa
     before = {p.relative_to(bundle): p.read_bytes() for p in bundle.rglob("*") if p.is_file()}
     assert Path("lanes/npcs.json") in before
 
-    bad = notarius(tmp_path, *run_args(tmp_path, SAMPLE, "--session-id", "kept"),
-                   responder="tests.test_publish_policy:answers_garbage")
+    # A fresh store, so no stored extraction of the good run is reused.
+    args = run_args(tmp_path, SAMPLE, "--session-id", "kept")
+    args[args.index("--data") + 1] = str(tmp_path / "fresh-data")
+    bad = notarius(tmp_path, *args, responder="tests.test_publish_policy:answers_garbage")
     assert bad.returncode != 0
     assert "lane 'npcs': 0 of 8 chunk(s) accepted" in bad.stderr
     assert "min_accepted_chunk_share" in bad.stderr and "Traceback" not in bad.stderr
