@@ -96,7 +96,8 @@ def test_a_speaker_label_is_not_a_mention_unless_a_hook_maps_it(
 
 
 def test_every_lane_with_records_that_cite_declares_its_support_fields() -> None:
-    declared = {lane.lane_id: lane.support_fields for lane in registered_lanes().values()}
+    declared = {lane.lane_id: lane.support_fields for lane in registered_lanes().values()
+                if lane.kind.startswith("dnd/")}  # other tests register throwaway lanes
     assert declared == {"npcs": ("name", "aliases"), "spells": ("spell",),
                         "item-events": ("item",), "combat-turns": ("actor",),
                         "npc-interactions": ("npc",), "scene-descriptions": ()}
