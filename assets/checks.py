@@ -4,7 +4,11 @@ Per lane (one `@multi_asset_check` step, so the lane value and the source docume
 once):
   - `schema_valid`          the accepted payload validates against its artifact kind's schema
   - `source_refs_in_document` every source reference names this session and existing units
-  - `rejection_rate`        rejected share at or under NOTARIUS_MAX_REJECTION_RATE (WARN)
+  - `rejection_rate`        rejected share at or under NOTARIUS_MAX_REJECTION_RATE (WARN); with
+                            the profile's `pipeline.publish.blocking_checks`, the publish
+                            policy instead (accepted share at least
+                            `pipeline.publish.min_accepted_chunk_share`), blocking (ERROR):
+                            a lane below it stops its downstream assets (the bundle)
 On `session_bundle`:
   - `files_match_index`     every file index.json lists exists and parses (the bundle's own
                             documents validate); every lane file is listed; no stray files
@@ -38,9 +42,11 @@ from assets.factory import asset_name
 from assets.partitions import sessions_partitions
 from notarius_dagster.engine.artifact_kinds import get_kind
 from notarius_dagster.engine.bundle_check import check_published_bundle
+from notarius_dagster.engine.config import PublishConfig
 from notarius_dagster.engine.errors import NotariusError
 from notarius_dagster.engine.lane_runner import LaneResult
 from notarius_dagster.engine.models import SourceDocument
+from notarius_dagster.engine.publish_policy import POLICY_KEY, below_policy
 from notarius_dagster.engine.resolution import ResolvedLane, ResolvedPipeline
 from notarius_dagster.engine.validators import ref_problems, schema_problems
 from resources.bundle_store import BundleStore
@@ -130,8 +136,32 @@ def rejection_result(lane_key: AssetKey, result: LaneResult, threshold: float) -
                   "rejections": len(result.rejections), "status": result.status})
 
 
-def build_lane_checks(lane: ResolvedLane, threshold: float) -> AssetChecksDefinition:
+def policy_result(lane_key: AssetKey, result: LaneResult,
+                  policy: PublishConfig) -> AssetCheckResult:
+    """The blocking form of `rejection_rate`: the publish policy, ERROR when the lane is below."""
+    problem = below_policy(policy, result)
+    return AssetCheckResult(
+        asset_key=lane_key, check_name="rejection_rate", passed=problem is None,
+        severity=AssetCheckSeverity.ERROR, description=problem,
+        metadata={"rejection_rate": round(rejection_rate(result), 4),
+                  "min_accepted_chunk_share": policy.min_accepted_chunk_share,
+                  "rejected_chunks": result.stats.rejected, "chunks": result.stats.chunks,
+                  "rejections": len(result.rejections),
+                  "records_rejected": result.stats.records_rejected, "status": result.status})
+
+
+def build_lane_checks(lane: ResolvedLane, threshold: float,
+                      policy: PublishConfig | None = None) -> AssetChecksDefinition:
+    """The lane's checks; with a blocking `policy` (`policy.blocking_checks`) the rejection
+    check is the publish policy and blocks downstream assets."""
     key = AssetKey(asset_name(lane.id))
+    blocking = policy is not None and policy.blocking_checks
+    rate_description = (
+        f"At least {policy.min_accepted_chunk_share:.0%} of the lane's chunk extractions are "
+        f"accepted ({POLICY_KEY}; blocking)" if policy is not None and blocking else
+        f"At most {threshold:.0%} of the lane's chunk extractions are rejected "
+        f"({MAX_REJECTION_RATE_ENV}; WARN)."
+    )
     specs = [
         AssetCheckSpec("schema_valid", asset=key, partitions_def=sessions_partitions,
                        description=f"The accepted payload validates as {lane.kind}."),
@@ -140,8 +170,7 @@ def build_lane_checks(lane: ResolvedLane, threshold: float) -> AssetChecksDefini
                        description="Every source reference names this session and an ordered "
                                    "range of units that exist in its source document."),
         AssetCheckSpec("rejection_rate", asset=key, partitions_def=sessions_partitions,
-                       description=f"At most {threshold:.0%} of the lane's chunk extractions "
-                                   f"are rejected ({MAX_REJECTION_RATE_ENV}; WARN)."),
+                       blocking=blocking, description=rate_description),
     ]
 
     @multi_asset_check(name=f"{asset_name(lane.id)}_checks", specs=specs,
@@ -152,7 +181,10 @@ def build_lane_checks(lane: ResolvedLane, threshold: float) -> AssetChecksDefini
                     source_document: SourceDocument) -> Iterator[AssetCheckResult]:
         yield schema_result(key, lane_result)
         yield refs_result(key, lane_result, source_document)
-        yield rejection_result(key, lane_result, threshold)
+        if policy is not None and blocking:
+            yield policy_result(key, lane_result, policy)
+        else:
+            yield rejection_result(key, lane_result, threshold)
 
     return lane_checks
 
@@ -186,6 +218,7 @@ def build_asset_checks(pipeline: ResolvedPipeline) -> list[AssetChecksDefinition
     with warnings.catch_warnings():
         # Partitioned checks are a preview feature in Dagster 1.13 (see the module docstring).
         warnings.simplefilter("ignore", PreviewWarning)
-        checks = [build_lane_checks(lane, threshold) for lane in pipeline.lanes]
+        checks = [build_lane_checks(lane, threshold, pipeline.publish)
+                  for lane in pipeline.lanes]
         checks.append(build_bundle_check())
     return checks

@@ -55,6 +55,7 @@ def lane_metadata(result: LaneResult) -> dict[str, Any]:
         "chunks_reused": stats.reused,
         "chunks_skipped": stats.skipped,
         "rejections": len(result.rejections),
+        "records_rejected": stats.records_rejected,
         "warnings": len(result.warnings),
         "llm_calls": stats.usage.calls,
         "prompt_tokens": stats.usage.prompt_tokens,

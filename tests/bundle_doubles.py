@@ -89,13 +89,19 @@ def publish(
     document: SourceDocument | None = None,
     chunks: ChunkResult | None = None,
     lanes: list[LaneResult] | None = None,
+    min_accepted_chunk_share: float | None = None,
 ) -> PublishedBundle:
+    """Publish through the real call; `min_accepted_chunk_share` overrides the publish policy."""
     document = document if document is not None else make_document()
+    resolved = pipeline()
+    if min_accepted_chunk_share is not None:
+        resolved = resolved.model_copy(update={"publish": resolved.publish.model_copy(
+            update={"min_accepted_chunk_share": min_accepted_chunk_share})})
     return publish_session_bundle(
         store_root=root,
         session_id=session_id,
         run_id=run_id,
-        pipeline=pipeline(),
+        pipeline=resolved,
         document=document,
         chunk_result=chunks if chunks is not None else chunk_result(document),
         lane_results=lanes if lanes is not None else [npcs_result()],

@@ -26,7 +26,7 @@ from tests.lane_doubles import RecordingClient, run_one_lane
 
 REPO = Path(__file__).resolve().parent.parent
 SESSIONS = REPO / "data" / "sessions"
-ROSTER = REPO / "rosters" / "mighty-nein.yaml"
+ROSTER = REPO / "configs" / "rosters" / "mighty-nein.yaml"
 PROFILE = REPO / "configs" / "campaign-mighty-nein.yaml"
 SLICES = {"crd3-c2e001": (1050, 1250), "crd3-c2e003": (470, 570), "crd3-c2e030": (980, 1110)}
 LANES = (

@@ -58,13 +58,26 @@ def evaluations(instance: DagsterInstance, run_id: str) -> dict[tuple[str, str],
     return out
 
 
-def materialize(tmp_path: Path, instance: DagsterInstance, session: str, responder: Any) -> str:
+def offline_profile(tmp_path: Path, publish: str | None = None) -> Path:
+    """configs/offline.yaml, with a `publish:` block (YAML flow mapping) when given."""
+    profile = REPO / "configs" / "offline.yaml"
+    if publish is None:
+        return profile
+    copy = tmp_path / "offline-publish.yaml"
+    copy.write_text(profile.read_text().replace(
+        "  output:\n", f"  publish: {publish}\n  output:\n"))
+    return copy
+
+
+def materialize(tmp_path: Path, instance: DagsterInstance, session: str, responder: Any,
+                profile: Path | None = None, succeed: bool = True) -> str:
     register_transcript(tmp_path / "data" / "transcripts", session, SAMPLE)
     with scripted_llm(responder):
-        outcome = run_session(session_id=session, profile=REPO / "configs" / "offline.yaml",
+        outcome = run_session(session_id=session,
+                              profile=profile or REPO / "configs" / "offline.yaml",
                               data_root=tmp_path / "data", llm_profile="test-double",
                               instance=instance, quiet=True)
-    assert outcome.success, outcome.error
+    assert outcome.success == succeed, outcome.error
     return outcome.run_id
 
 
@@ -87,11 +100,28 @@ def test_a_mostly_rejected_lane_warns_but_the_run_succeeds(
     def cites_outside_the_chunk(messages: list[dict[str, Any]], response_format: Any) -> str:
         return json.dumps({"npcs": [{"name": "Ghost", "unit_ids": [987654]}]})
 
-    run_id = materialize(tmp_path, instance, "rejected", cites_outside_the_chunk)
+    # A profile that publishes whatever is accepted (the default policy would refuse the
+    # bundle: test_publish_policy.py), so the run succeeds and only the check warns.
+    profile = offline_profile(tmp_path, "{min_accepted_chunk_share: 0}")
+    run_id = materialize(tmp_path, instance, "rejected", cites_outside_the_chunk, profile)
     check = evaluations(instance, run_id)[("npcs", "rejection_rate")]
     assert not check.passed and check.severity == AssetCheckSeverity.WARN
     assert check.metadata["rejection_rate"].value == 1.0
     assert "NOTARIUS_MAX_REJECTION_RATE" in (check.description or "")
+
+
+def test_a_blocking_policy_check_stops_the_bundle(
+        tmp_path: Path, instance: DagsterInstance) -> None:
+    def answers_garbage(messages: list[dict[str, Any]], response_format: Any) -> str:
+        return "not json"
+
+    profile = offline_profile(tmp_path, "{blocking_checks: true}")
+    run_id = materialize(tmp_path, instance, "blocked", answers_garbage, profile, succeed=False)
+    check = evaluations(instance, run_id)[("npcs", "rejection_rate")]
+    assert not check.passed and check.severity == AssetCheckSeverity.ERROR
+    assert "lane 'npcs': 0 of 8 chunk(s) accepted" in (check.description or "")
+    assert instance.get_latest_materialization_event(NPCS) is not None
+    assert instance.get_latest_materialization_event(AssetKey("session_bundle")) is None
 
 
 def test_lane_preview_in_metadata_has_names_but_no_prose(

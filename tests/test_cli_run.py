@@ -15,10 +15,11 @@ SAMPLE = REPO / "samples" / "crd3-c2e001-slice.jsonl"
 NOTARIUS = Path(sys.executable).with_name("notarius")
 
 
-def notarius(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def notarius(tmp_path: Path, *args: str,
+             responder: str = "tests.doubles:lane_responder") -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NOTARIUS_", "DAGSTER_"))}
     env.update({"DAGSTER_HOME": str(tmp_path / "home"), "PYTHONPATH": str(REPO),
-                "NOTARIUS_TEST_DOUBLE_RESPONDER": "tests.doubles:lane_responder",
+                "NOTARIUS_TEST_DOUBLE_RESPONDER": responder,
                 "COLUMNS": "160"})
     (tmp_path / "home").mkdir(exist_ok=True)
     return subprocess.run([str(NOTARIUS), *args], cwd=tmp_path, env=env, capture_output=True,

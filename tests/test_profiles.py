@@ -186,7 +186,7 @@ def test_validator_chains_default_and_explicit_empty_override() -> None:
     data = base()
     data["pipeline"]["lanes"][0]["merge"] = {"module": "appendorder", "validators": []}
     lane = resolve(data).lane("npcs")
-    assert lane.extract.validators == ("schema", "refs_in_chunk")
+    assert lane.extract.validators == ("schema", "refs_in_chunk", "support")
     assert lane.extract.validators_source == "default"
     assert lane.merge.validators == () and lane.merge.validators_source == "override"
 

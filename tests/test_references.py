@@ -29,6 +29,13 @@ SCENES = ReferenceSlot(name="scenes", accepted_kinds=("dnd/scene-description-lis
 NEEDED = ReferenceSlot(name="needed", required=True)
 
 
+
+def cited_word(request: ExtractRequest, unit: int) -> list[str]:
+    """An alias the cited unit mentions (its first word), so the record passes the `support`
+    check: these modules test reference handling, not grounding."""
+    text = next(u.text for u in request.document.units if u.unit_id == unit)
+    return text.split()[:1]
+
 class GlossaryExtractor(BaseExtractor):
     """Uses the glossary (counts its lines) without ever echoing it."""
 
@@ -48,7 +55,7 @@ class GlossaryExtractor(BaseExtractor):
                 "npcs": [
                     {
                         "name": name,
-                        "aliases": [],
+                        "aliases": cited_word(request, unit),
                         "description": "",
                         "source_refs": [
                             {

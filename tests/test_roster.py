@@ -18,7 +18,6 @@ from notarius_dagster.dnd.roster import (
     RosterIndex,
     dropped_count,
 )
-from notarius_dagster.engine.aliases import aliases_for
 from notarius_dagster.engine.checkpoints import FileCheckpointStore
 from notarius_dagster.engine.chunking import make_chunk
 from notarius_dagster.engine.contracts import ExtractRequest, PreparedReference, RunContext
@@ -27,6 +26,7 @@ from notarius_dagster.engine.inputs import parse_transcript
 from notarius_dagster.engine.models import Chunk, SourceDocument
 from notarius_dagster.engine.references import prepare_lane_references
 from notarius_dagster.engine.resolution import ResolvedPipeline, resolve_profile_file
+from notarius_dagster.engine.support import speaker_names
 from tests.lane_doubles import (
     RecordingClient,
     answer_payload,
@@ -37,7 +37,7 @@ from tests.lane_doubles import (
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "samples" / "crd3-c2e001-slice.jsonl"
 SAMPLE_PROFILE = REPO / "configs" / "dnd-complete-sample.yaml"
-ROSTERS = REPO / "rosters"
+ROSTERS = REPO / "configs" / "rosters"
 
 
 def sample() -> tuple[SourceDocument, list[Chunk]]:
@@ -184,12 +184,12 @@ def test_a_label_maps_to_the_character_played_in_that_session() -> None:
     assert RosterIndex(roster, "unknown").character_for("laura") == "Jester"
 
 
-def test_the_alias_hook_gives_the_support_validator_the_players_label() -> None:
+def test_the_speaker_hook_gives_the_support_validator_the_players_names() -> None:
     refs = {ROSTER_SLOT: roster_reference()}
-    assert "LAURA" in aliases_for(refs, "Jester")
-    assert "Jester" in aliases_for(refs, "LAURA")
-    assert aliases_for(refs, "Gustav") == ()
-    assert aliases_for({}, "Jester") == ()
+    assert "Jester" in speaker_names(refs, "LAURA")
+    assert "LAURA" in speaker_names(refs, "Jester")
+    assert speaker_names(refs, "Gustav") == ()
+    assert speaker_names({}, "LAURA") == ()
 
 
 # ---- the prompts name the party ----

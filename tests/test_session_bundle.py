@@ -164,8 +164,9 @@ def test_lane_metadata_that_is_not_json_is_refused_by_the_encoder(tmp_path: Path
 
 
 def test_a_rejected_lane_has_no_file_descriptor_or_output(tmp_path: Path) -> None:
+    # Published only where the policy allows a lane without a payload (test_publish_policy.py).
     lanes = [npcs_result(status="rejected", payload=None, rejections=(rejection(),))]
-    published = publish(tmp_path, lanes=lanes)
+    published = publish(tmp_path, lanes=lanes, min_accepted_chunk_share=0)
     index = read_index(published.path)
     assert index.lanes == () and published.manifest.outputs == ()
     assert [lane.status for lane in published.manifest.artifact_lanes] == ["rejected"]

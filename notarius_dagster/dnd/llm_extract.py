@@ -1,18 +1,27 @@
 """The LLM-backed extractor shared by D&D lanes: renders the lane's prompt file over the
 chunk, asks the structured client for the lane's answer schema (derived from its record model,
 `LaneSpec.answer_model`), and converts the answer into records that cite units of the chunk.
-Prompt and schema hashes feed checkpoint fingerprints."""
+Prompt and schema hashes feed checkpoint fingerprints.
+
+Citations cannot be invented: the schema sent with each request constrains every cited unit
+to the chunk's own units (`enum`, built per chunk by the lane's `CitationScheme`), so a model
+whose decoding honours the schema (llama.cpp's grammar, a provider's JSON-schema mode) cannot
+cite a unit outside its chunk, and the client's validation refuses one from any other model.
+Which scheme is kept, and why, is in docs/lanes.md ("Citations")."""
 
 from __future__ import annotations
 
+import copy
 import hashlib
-from collections.abc import Callable, Mapping
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from notarius_dagster.dnd.records import refs_from_unit_ids
 from notarius_dagster.dnd.reference_fingerprints import consumed_fingerprint
 from notarius_dagster.dnd.roster import party_context
+from notarius_dagster.engine.chunking import render_unit
 from notarius_dagster.engine.contracts import (
     ExtractRequest,
     LLMUsage,
@@ -24,7 +33,7 @@ from notarius_dagster.engine.errors import LaneError
 from notarius_dagster.engine.lane_models import CITATION_FIELD, allows_none
 from notarius_dagster.engine.lanes import LaneSpec, ModuleFactory
 from notarius_dagster.engine.llm_contract import StructuredRequest
-from notarius_dagster.engine.models import Chunk, RunWarning
+from notarius_dagster.engine.models import Chunk, RunWarning, SourceDocument
 
 PROMPT_SPLIT = "\n---- user ----\n"
 
@@ -52,6 +61,87 @@ class LanePrompt:
     def render(self, chunk: str, context: str = "") -> tuple[str, str]:
         user = self.user_template.replace("{context}", context).replace("{chunk}", chunk)
         return self.system.strip(), user.strip()
+
+
+class CitationScheme:
+    """How a chunk's units are labelled in the prompt and cited in the answer: the prompt's
+    chunk text, the per-request schema (every citation an `enum` of the labels shown) and the
+    deterministic mapping of cited labels back to unit ids (the code's job, never the model's).
+
+    This base cites unit ids: the chunk's own `[id]` markers (`unit-ids`)."""
+
+    name = "unit-ids"
+
+    def chunk_text(self, chunk: Chunk, document: SourceDocument) -> str:
+        return chunk.content
+
+    def labels(self, chunk: Chunk) -> list[int]:
+        return list(chunk.unit_ids)
+
+    def unit_ids(self, cited: Sequence[int], chunk: Chunk) -> list[int]:
+        return list(cited)
+
+
+class LineNumberCitations(CitationScheme):
+    """Lines numbered 1..N in the prompt (`[1] Speaker: text`); a cited line n is the chunk's
+    n-th unit. The prompt is rendered from the document's units (the chunk's own content keeps
+    the unit ids, which feed its digest)."""
+
+    name = "line-numbers"
+
+    def chunk_text(self, chunk: Chunk, document: SourceDocument) -> str:
+        by_id = {u.unit_id: u for u in document.units}
+        return "\n".join(
+            render_unit(by_id[u], marker=n) for n, u in enumerate(chunk.unit_ids, start=1)
+        )
+
+    def labels(self, chunk: Chunk) -> list[int]:
+        return list(range(1, len(chunk.unit_ids) + 1))
+
+    def unit_ids(self, cited: Sequence[int], chunk: Chunk) -> list[int]:
+        return [chunk.unit_ids[n - 1] for n in cited if 1 <= n <= len(chunk.unit_ids)]
+
+
+CITATION_SCHEMES: dict[str, CitationScheme] = {
+    scheme.name: scheme for scheme in (CitationScheme(), LineNumberCitations())
+}
+DEFAULT_CITATIONS = "unit-ids"
+"""The scheme every LLM lane uses (measured against line numbers: docs/lanes.md)."""
+
+
+def constrain_citations(schema: dict[str, Any], labels: Sequence[int]) -> dict[str, Any]:
+    """A copy of an answer schema in which every citation list (`unit_ids` of any object)
+    only admits `labels`. A schema without citations (a per-chunk answer) is returned as is."""
+    constrained = copy.deepcopy(schema)
+    allowed = {"type": "integer", "enum": list(labels)}
+    found = False
+    for node in [constrained, *constrained.get("$defs", {}).values()]:
+        prop = node.get("properties", {}).get(CITATION_FIELD)
+        if isinstance(prop, dict) and prop.get("type") == "array":
+            prop["items"] = dict(allowed)
+            found = True
+    return constrained if found else schema
+
+
+class _SchemaCache:
+    """Per-request schemas by their labels: chunks of one size share one (line numbers), and
+    a re-run of the same chunk is free (unit ids). Bounded; no locking needed beyond the GIL
+    for this dict-of-immutable-values use (a miss only costs a rebuild)."""
+
+    def __init__(self, base: dict[str, Any], size: int = 256) -> None:
+        self.base = base
+        self.size = size
+        self._cache: OrderedDict[tuple[int, ...], dict[str, Any]] = OrderedDict()
+
+    def get(self, labels: Sequence[int]) -> dict[str, Any]:
+        key = tuple(labels)
+        schema = self._cache.get(key)
+        if schema is None:
+            schema = constrain_citations(self.base, key)
+            self._cache[key] = schema
+            while len(self._cache) > self.size:
+                self._cache.popitem(last=False)
+        return schema
 
 
 def tidy(value: Any, nullable: bool) -> Any:
@@ -112,6 +202,7 @@ class LLMListExtractor:
         *,
         to_payload: ToPayload = list_payload,
         context: PromptContext | None = None,
+        citations: str = DEFAULT_CITATIONS,
     ) -> None:
         if options:  # these extractors take no options; a typo must not pass silently
             raise ValueError(f"unknown option(s): {sorted(options)}")
@@ -121,9 +212,15 @@ class LLMListExtractor:
         self.answer_schema = self.answer_model.model_json_schema()
         self.to_payload = to_payload
         self.context = context
+        self.citations = CITATION_SCHEMES[citations]
+        self._schemas = _SchemaCache(self.answer_schema)
 
     def fingerprint_material(self) -> dict[str, str]:
-        return {"prompt": self.prompt.sha256, "answer_schema": digest_of(self.answer_schema)}
+        return {
+            "prompt": self.prompt.sha256,
+            "answer_schema": digest_of(self.answer_schema),
+            "citations": self.citations.name,
+        }
 
     def reference_fingerprint(
         self, slot: str, reference: PreparedReference, chunk: Chunk
@@ -136,7 +233,13 @@ class LLMListExtractor:
         return {
             "prompt_sha256": self.prompt.sha256,
             "answer_schema_sha256": digest_of(self.answer_schema),
+            "citations": self.citations.name,
         }
+
+    def request_schema(self, chunk: Chunk) -> dict[str, Any]:
+        """The schema sent for `chunk`: the answer schema with citations limited to the
+        labels the prompt shows for this chunk."""
+        return self._schemas.get(self.citations.labels(chunk))
 
     def payload(
         self, answer: dict[str, Any], request: ExtractRequest
@@ -149,7 +252,10 @@ class LLMListExtractor:
         if client is None:
             raise LaneError("no LLM client is configured for an LLM-backed extractor")
         context = self.context(request) if self.context else ""
-        system, user = self.prompt.render(request.chunk.content, context)
+        chunk = request.chunk
+        system, user = self.prompt.render(
+            self.citations.chunk_text(chunk, request.document), context
+        )
         party = party_context(request.context.references, request.context.session_id)
         if party:  # a bound roster names the party (names only); unbound: the prompt as before
             user = f"{party}\n{user}"
@@ -157,7 +263,7 @@ class LLMListExtractor:
             StructuredRequest(
                 system=system,
                 user=user,
-                schema=self.answer_schema,
+                schema=self.request_schema(chunk),
                 schema_name=self.answer_model.__name__,
                 session_id=request.context.session_id,
                 lane=request.context.lane_id,
@@ -172,6 +278,9 @@ class LLMListExtractor:
                 schema_errors=response.errors or ("answer did not validate",),
             )
         answer = self.answer_model.model_validate(response.data).model_dump(mode="json")
+        if not self.lane.answer.per_chunk:
+            for item in answer[self.lane.items_field]:
+                item[CITATION_FIELD] = self.citations.unit_ids(item[CITATION_FIELD], chunk)
         payload, warnings = self.payload(answer, request)
         return ModuleOutput(payload=payload, usage=usage, warnings=tuple(warnings))
 

@@ -14,7 +14,7 @@ With a roster bound, the lanes that name people use `RosterIndex`:
   (`LAURA` -> `Jester`, `map_speakers`);
 - every such prompt gets one context line naming the party (`party_line`), names only;
 - the support validator may accept a player's speaker label as a mention of the character
-  (`aliases_for`, registered with the engine's alias hook).
+  (`speaker_names`, registered with the support validator's speaker hook).
 Without a roster nothing here runs and every lane behaves as before."""
 
 from __future__ import annotations
@@ -28,11 +28,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
-from notarius_dagster.engine.aliases import register_alias_source
 from notarius_dagster.engine.artifact_kinds import ArtifactKind, register_kind
 from notarius_dagster.engine.catalog import ReferenceSlot
 from notarius_dagster.engine.contracts import PreparedReference
 from notarius_dagster.engine.models import RunWarning
+from notarius_dagster.engine.support import register_speaker_names
 
 ROSTER_SLOT = "roster"
 ROSTER_KIND = "dnd/roster"
@@ -300,13 +300,22 @@ def map_speakers(
     return mapped
 
 
-def _roster_aliases(references: Mapping[str, PreparedReference], name: str) -> Sequence[str]:
-    """The engine alias hook's source: the roster's other names for a party member. Aliases
-    do not depend on the session (a label names its player in every session)."""
+_INDEXES: dict[str, RosterIndex] = {}
+
+
+def speaker_names(references: Mapping[str, Any], label: str) -> Sequence[str]:
+    """The support validator's speaker hook (`engine/support.py`): the names of the party
+    member a speaker label belongs to (`LAURA` -> `Jester`, her aliases, the player), so a
+    line Laura speaks counts as a mention of Jester. Names do not depend on the session (a
+    label names its player in every session). One index per roster digest."""
     ref = references.get(ROSTER_SLOT)
-    if ref is None or ref.artifact is None:
+    if ref is None or getattr(ref, "artifact", None) is None:
         return ()
-    return RosterIndex(Roster.model_validate(dict(ref.artifact)), "").aliases_for(name)
+    index = _INDEXES.get(ref.digest)
+    if index is None:
+        index = RosterIndex(Roster.model_validate(dict(ref.artifact)), "")
+        _INDEXES[ref.digest] = index
+    return index.aliases_for(label)
 
 
-register_alias_source("dnd.roster", _roster_aliases)
+register_speaker_names(speaker_names)

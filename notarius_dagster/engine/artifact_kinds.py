@@ -30,6 +30,12 @@ class ArtifactKind:
     project_source_refs: SourceRefProjection
     preview_fields: tuple[str, ...] = ()
     """Record fields safe to show in a preview (names, ids, kinds, numbers; never prose)."""
+    support_fields: tuple[str, ...] = ()
+    """Record fields the cited units must mention (any one value suffices; engine/support.py)."""
+    refs_field: str = "source_refs"
+    """The record field holding its citations (a list of references or a single one)."""
+    speaker_mentions: bool = False
+    """Whether a cited unit's speaker label counts as a mention of a support value."""
 
     def json_schema(self) -> dict[str, Any]:
         """The JSON Schema generated from the model (the checked-in file must equal it)."""

@@ -230,6 +230,9 @@ class ManifestLane(Frozen):
     validators: dict[str, ValidatorChain]
     depends_on: tuple[str, ...]
     records: int = Field(ge=0)
+    records_rejected: int = Field(
+        default=0, ge=0, description="records dropped by a record validator (e.g. `support`)"
+    )
     chunks: ChunkAccounting
     llm: LaneUsage
     warnings: int = Field(ge=0)

@@ -4,6 +4,8 @@ returned)."""
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -13,12 +15,45 @@ from notarius_dagster.engine.contracts import ChunkRequest
 from notarius_dagster.engine.digest import digest_of
 from notarius_dagster.engine.models import Chunk, SourceDocument, SourceUnit
 
+MAX_SPEAKER_CHARS = 40
+"""A speaker label longer than this is cut (with `…`): a label is a name, not a paragraph."""
+LINE_BREAK_MARK = "\u23ce"
+"""What a line break inside a unit becomes in the prompt (`⏎`), so a unit stays one line."""
+_LINE_BREAKS = re.compile(r"\r\n|[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]")
 
-def render_unit(unit: SourceUnit) -> str:
-    """One unit as the model sees it: `[id] Speaker: text` (the id lets it cite units)."""
+
+def one_line(text: str) -> str:
+    """`text` as a single prompt line: every line break becomes `⏎`, every other control or
+    format character (tabs included) a space. A unit can then never start a line of its own
+    in the prompt, so it cannot forge another unit's `[id]` marker."""
+    text = _LINE_BREAKS.sub(LINE_BREAK_MARK, text)
+    return "".join(
+        " " if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") else ch for ch in text
+    )
+
+
+def speaker_label(speaker: object) -> str:
+    """A speaker label as the prompt shows it: one line, brackets and colons (the marker and
+    separator syntax) replaced, whitespace collapsed, at most `MAX_SPEAKER_CHARS`."""
+    label = one_line(str(speaker)).replace(LINE_BREAK_MARK, " ")
+    label = " ".join(label.translate(_LABEL_SYNTAX).split())
+    if len(label) > MAX_SPEAKER_CHARS:
+        label = label[: MAX_SPEAKER_CHARS - 1].rstrip() + "\u2026"
+    return label
+
+
+_LABEL_SYNTAX = str.maketrans({"[": "(", "]": ")", ":": " "})
+
+
+def render_unit(unit: SourceUnit, marker: str | int | None = None) -> str:
+    """One unit as the model sees it: `[id] Speaker: text` on exactly one line (the id lets it
+    cite units; `marker` shows another label instead, e.g. a line number). Text and speaker
+    are made single-line (`one_line`, `speaker_label`), so no unit can forge another's marker."""
     speaker = unit.metadata.get("speaker")
-    prefix = f"[{unit.unit_id}] "
-    return f"{prefix}{speaker}: {unit.text}" if speaker else f"{prefix}{unit.text}"
+    label = speaker_label(speaker) if speaker else ""
+    prefix = f"[{unit.unit_id if marker is None else marker}] "
+    text = one_line(unit.text)
+    return f"{prefix}{label}: {text}" if label else f"{prefix}{text}"
 
 
 def render_units(units: Sequence[SourceUnit]) -> str:

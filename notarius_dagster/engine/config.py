@@ -75,6 +75,26 @@ class OutputConfig(Strict):
     options: dict[str, Any] = Field(default_factory=dict)
 
 
+DEFAULT_MIN_ACCEPTED_CHUNK_SHARE = 0.5
+
+
+class PublishConfig(Strict):
+    """What a bundle must meet to be published (docs/configuration.md, "Publish policy")."""
+
+    min_accepted_chunk_share: float = Field(
+        default=DEFAULT_MIN_ACCEPTED_CHUNK_SHARE,
+        ge=0.0,
+        le=1.0,
+        description="each lane's accepted chunk extractions (skipped ones count as accepted) "
+        "over its chunks must reach this share, or the run fails and the previous bundle stays",
+    )
+    blocking_checks: bool = Field(
+        default=False,
+        description="make each lane's rejection_rate asset check blocking (ERROR): a lane "
+        "below the share stops its downstream assets in Dagster",
+    )
+
+
 class PipelineConfig(Strict):
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,63}$")
     description: str = ""
@@ -86,6 +106,7 @@ class PipelineConfig(Strict):
     output: OutputConfig = Field(default_factory=OutputConfig)
     limits: InputLimits = Field(default_factory=InputLimits)
     budget: Budget = Field(default_factory=Budget)
+    publish: PublishConfig = Field(default_factory=PublishConfig)
 
 
 class ProfileFile(Strict):

@@ -8,6 +8,7 @@ extracts, merge, normalize, and assemble the result."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -56,7 +57,7 @@ from notarius_dagster.engine.models import (
     Stage,
 )
 from notarius_dagster.engine.resolution import ResolvedLane, ResolvedStage
-from notarius_dagster.engine.validators import ValidationContext, run_chain
+from notarius_dagster.engine.validators import ValidationContext, record_verdicts, run_chain
 
 Progress = Callable[[str], None]
 ChunkStatus = Literal["llm", "reused", "skipped", "rejected"]
@@ -102,6 +103,7 @@ class LaneStats(Frozen):
     skipped: int = 0
     rejected: int = 0
     records: int = 0
+    records_rejected: int = 0
     usage: LLMUsage = Field(default_factory=LLMUsage)
 
 
@@ -226,6 +228,8 @@ class _Extracted:
     status: ChunkStatus
     stored_rejection: bool = False
     """A rejection reused from the checkpoint store (no call was made for it)."""
+    dropped: tuple[Rejection, ...] = ()
+    """Records of the accepted output that a record validator dropped."""
 
 
 @dataclass(frozen=True)
@@ -235,6 +239,7 @@ class _Collected:
     chunks: int
     accepted: tuple[ModuleOutput, ...]
     rejections: tuple[Rejection, ...]
+    dropped: tuple[Rejection, ...]
     warnings: tuple[RunWarning, ...]
     usage: LLMUsage
     status: dict[str, ChunkStatus]
@@ -323,6 +328,7 @@ def _collect(extracted: Sequence[_Extracted]) -> _Collected:
     usage = LLMUsage()
     accepted: list[ModuleOutput] = []
     rejections: list[Rejection] = []
+    dropped: list[Rejection] = []
     warnings: list[RunWarning] = []
     status: dict[str, ChunkStatus] = {}
     stored_rejections = 0
@@ -336,10 +342,12 @@ def _collect(extracted: Sequence[_Extracted]) -> _Collected:
             assert item.attempted.output is not None
             accepted.append(item.attempted.output)
             warnings.extend(item.attempted.output.warnings)
+            dropped.extend(item.dropped)
     return _Collected(
         chunks=len(extracted),
         accepted=tuple(accepted),
         rejections=tuple(rejections),
+        dropped=tuple(dropped),
         warnings=tuple(warnings),
         usage=usage,
         status=status,
@@ -386,8 +394,9 @@ def _result(
     payload: dict[str, Any] | None,
 ) -> LaneResult:
     """The lane's value. `after` are the merge (and normalize) results that ran: a rejected
-    one ends the lane. `stats.rejected` counts rejected chunks only."""
-    rejections = list(collected.rejections)
+    one ends the lane. `stats.rejected` counts rejected chunks only, `stats.records_rejected`
+    the records dropped from accepted ones (both are in `rejections`)."""
+    rejections = list(collected.rejections) + list(collected.dropped)
     warnings = list(collected.warnings)
     later_usage = after[0].usage
     for step in after[1:]:
@@ -414,6 +423,7 @@ def _result(
             skipped=sum(1 for s in status.values() if s == "skipped"),
             rejected=len(collected.rejections),
             records=len(payload.get(run.kind.items_field, [])) if payload else 0,
+            records_rejected=len(collected.dropped),
             usage=collected.usage + later_usage,
         ),
         chunk_status=status,
@@ -443,7 +453,7 @@ class _ChunkExtraction:
             cached = self.checkpoints.get(fingerprint)
             if cached is not None:
                 reused = _Attempted(output=cached, rejection=None, usage=LLMUsage())
-                return _Extracted(chunk=chunk, attempted=reused, status="reused")
+                return self.checked(_Extracted(chunk=chunk, attempted=reused, status="reused"))
             stored = self._stored_rejection(fingerprint)
             if stored is not None:
                 again = _Attempted(output=None, rejection=stored, usage=LLMUsage())
@@ -472,7 +482,41 @@ class _ChunkExtraction:
         if self.checkpoints is not None:
             self.checkpoints.put(fingerprint, attempted.output)
         status: ChunkStatus = "skipped" if attempted.output.skipped else "llm"
-        return _Extracted(chunk=chunk, attempted=attempted, status=status)
+        return self.checked(_Extracted(chunk=chunk, attempted=attempted, status=status))
+
+    def checked(self, item: _Extracted) -> _Extracted:
+        """`item` with the records that record validators reject dropped from its output, each
+        one recorded. Runs on stored and fresh extractions alike (checkpoints keep the output
+        as extracted), so a reused chunk reports the same drops."""
+        output = item.attempted.output
+        assert output is not None
+        stage = self.run.lane.extract
+        verdicts = record_verdicts(
+            stage.validators, self.run.validation(stage, chunk=item.chunk), output
+        )
+        if not verdicts or output.payload is None:
+            return item
+        items_field = self.run.kind.items_field
+        drop = {index for _, index, _ in verdicts}
+        kept = [r for i, r in enumerate(output.payload[items_field]) if i not in drop]
+        payload = {**output.payload, items_field: kept}
+        attempted = item.attempted.model_copy(
+            update={"output": output.model_copy(update={"payload": payload})}
+        )
+        dropped = tuple(
+            Rejection(
+                stage="extract",
+                lane=self.run.lane.id,
+                module=stage.module,
+                chunk_id=item.chunk.chunk_id,
+                validator=validator,
+                message=message,
+                attempts=1,
+                record_index=index,
+            )
+            for validator, index, message in verdicts
+        )
+        return dataclasses.replace(item, attempted=attempted, dropped=dropped)
 
     def reference_fingerprint(self, slot: str, ref: PreparedReference, chunk: Chunk) -> str:
         """What the extractor says it consumes of `ref` (`BaseExtractor.reference_fingerprint`),

@@ -71,8 +71,11 @@ class LaneSpec:
     `record_model` (one record; the list envelope and the answer are derived from it),
     `answer` (how the answer is derived) and `modules`. The rest has a default:
 
-    - `support_fields`: record fields whose values the cited units must support (a name must
-      occur in them). Declared here and listed in the docs; no validator checks them yet.
+    - `support_fields`: record fields whose values the cited units must support: the `support`
+      validator drops a record none of whose values is mentioned in the text of the units it
+      cites (engine/support.py; recorded in rejected.json, counted in the manifest).
+    - `speaker_mentions`: whether a cited unit's speaker label counts as a mention (default
+      False: `LAURA:` is not a mention of `Jester`; a roster hook may map labels to names).
     - `preview_fields`: record fields a preview may show (names, ids, kinds, numbers; never
       prose), in column order.
     - `slots`: the extractor's reference slots.
@@ -94,6 +97,7 @@ class LaneSpec:
     answer: AnswerSpec
     modules: LaneModules
     support_fields: tuple[str, ...] = ()
+    speaker_mentions: bool = False
     preview_fields: tuple[str, ...] = ()
     slots: tuple[ReferenceSlot, ...] = ()
     id_field: str = "id"
@@ -184,6 +188,9 @@ class LaneSpec:
             items_field=self.items_field,
             project_source_refs=self.source_refs,
             preview_fields=self.preview_fields,
+            support_fields=self.support_fields,
+            refs_field=self.refs_field,
+            speaker_mentions=self.speaker_mentions,
         )
 
     def source_refs(self, artifact: BaseModel) -> list[SourceRef]:

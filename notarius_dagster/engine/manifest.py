@@ -52,6 +52,7 @@ def lane_summary(lane_result: LaneResult, pipeline: ResolvedPipeline) -> Manifes
         },
         depends_on=lane.depends_on,
         records=stats.records,
+        records_rejected=stats.records_rejected,
         chunks=ChunkAccounting(
             total=stats.chunks,
             called_model=stats.called_model,

@@ -140,7 +140,8 @@ class RunWarning(Frozen):
 
 
 class Rejection(Frozen):
-    """A validator rejected an output: recorded in rejected.json, not fatal."""
+    """A validator rejected an output, or one record of it (`record_index`): recorded in
+    rejected.json, not fatal."""
 
     stage: Stage
     lane: str | None
@@ -149,3 +150,8 @@ class Rejection(Frozen):
     validator: str
     message: str
     attempts: int
+    record_index: int | None = Field(
+        default=None,
+        description="set when one record was dropped (a record validator such as `support`) "
+        "and the rest of the output kept; null when the whole output was rejected",
+    )

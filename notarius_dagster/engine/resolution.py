@@ -18,6 +18,7 @@ from notarius_dagster.engine.config import (
     DEFAULT_MERGE_MODULE,
     DEFAULT_NORMALIZE_MODULE,
     ProfileFile,
+    PublishConfig,
     ReferenceBindingConfig,
     StageConfig,
     load_profile,
@@ -87,6 +88,7 @@ class ResolvedPipeline(Frozen):
     output_options: dict[str, Any]
     limits: InputLimits = Field(default_factory=InputLimits)
     budget: Budget = Field(default_factory=Budget)
+    publish: PublishConfig = Field(default_factory=PublishConfig)
     digest: str = ""
 
     def lane(self, lane_id: str) -> ResolvedLane:
@@ -334,6 +336,7 @@ def resolve_pipeline(
         output_options=output_options,
         limits=pipe.limits,
         budget=pipe.budget,
+        publish=pipe.publish,
     )
     return resolved.model_copy(update={"digest": pipeline_digest(resolved)})
 

@@ -1,7 +1,8 @@
 """Publishing one session's bundle from the run's values, in one call (the `session_bundle`
 asset's whole body): build the manifest, assemble the logical files, encode them, check the
-encoded bundle against its index and models, and publish it atomically. A bundle that does not
-pass the check is refused before anything is written; the previous bundle stays."""
+encoded bundle against its index and models, and publish it atomically. A bundle with a lane
+below the publish policy (engine/publish_policy.py), or that does not pass the check, is
+refused before anything is written; the previous bundle stays."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from notarius_dagster.engine.evidence import EvidenceContext
 from notarius_dagster.engine.lane_runner import LaneResult
 from notarius_dagster.engine.manifest import build_manifest
 from notarius_dagster.engine.models import SourceDocument
+from notarius_dagster.engine.publish_policy import check_publish_policy
 from notarius_dagster.engine.resolution import ResolvedPipeline
 
 
@@ -48,8 +50,9 @@ def publish_session_bundle(
 ) -> PublishedBundle:
     """Publish the bundle of `session_id` under `store_root` (the bundles folder). The run's
     start and end are POSIX timestamps; the manifest records them in UTC with the wall time
-    between them. Raises `OutputError` (nothing written)
-    when the encoder or the check refuses the bundle."""
+    between them. Raises `OutputError` (nothing written) when a lane is below the publish
+    policy (`PublishPolicyError`), or the encoder or the check refuses the bundle."""
+    check_publish_policy(pipeline.publish, lane_results, session_id)
     manifest = build_manifest(
         run_id=run_id,
         session_id=session_id,

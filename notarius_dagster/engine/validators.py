@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from notarius_dagster.engine.artifact_kinds import ArtifactKind
 from notarius_dagster.engine.contracts import ModuleOutput, PreparedReference
 from notarius_dagster.engine.models import Chunk, SourceDocument, SourceRef
+from notarius_dagster.engine.support import unsupported_records
 
 
 @dataclass(frozen=True)
@@ -31,12 +32,17 @@ class ValidationContext:
 
 
 Validator = Callable[[ValidationContext, ModuleOutput], list[str]]
+RecordValidator = Callable[[ValidationContext, ModuleOutput], dict[int, str]]
+"""Judges single records of an approved output: record index -> content-safe reason. The
+runner drops those records (each one recorded as a rejection) and keeps the rest: one bad
+record must not cost a chunk of good ones."""
 
 _VALIDATORS: dict[str, Validator] = {}
+_RECORD_VALIDATORS: dict[str, RecordValidator] = {}
 
 CENTRAL_DEFAULTS: dict[str, tuple[str, ...]] = {
     "chunk": (),
-    "extract": ("schema", "refs_in_chunk"),
+    "extract": ("schema", "refs_in_chunk", "support"),
     "merge": ("schema", "refs_in_document"),
     "normalize": ("schema", "refs_in_document"),
 }
@@ -50,8 +56,16 @@ def register_validator(name: str) -> Callable[[Validator], Validator]:
     return wrap
 
 
+def register_record_validator(name: str) -> Callable[[RecordValidator], RecordValidator]:
+    def wrap(func: RecordValidator) -> RecordValidator:
+        _RECORD_VALIDATORS[name] = func
+        return func
+
+    return wrap
+
+
 def known_validators() -> set[str]:
-    return set(_VALIDATORS)
+    return set(_VALIDATORS) | set(_RECORD_VALIDATORS)
 
 
 def get_validator(name: str) -> Validator:
@@ -148,9 +162,36 @@ def resolve_chain(
 def run_chain(
     chain: Sequence[str], ctx: ValidationContext, output: ModuleOutput
 ) -> tuple[str, str] | None:
-    """Run validators in order; the first rejection is returned as (validator, message)."""
+    """Run the output validators of `chain` in order (record validators are `record_verdicts`'
+    job); the first rejection is returned as (validator, message)."""
     for name in chain:
+        if name in _RECORD_VALIDATORS:
+            continue
         problems = get_validator(name)(ctx, output)
         if problems:
             return name, "; ".join(problems[:5])
     return None
+
+
+def record_verdicts(
+    chain: Sequence[str], ctx: ValidationContext, output: ModuleOutput
+) -> list[tuple[str, int, str]]:
+    """The record validators of `chain` on an approved output: (validator, record index,
+    reason) per rejected record, in record order; a record is judged by the first validator
+    that rejects it."""
+    verdicts: dict[int, tuple[str, int, str]] = {}
+    for name in chain:
+        validator = _RECORD_VALIDATORS.get(name)
+        if validator is None:
+            continue
+        for index, reason in validator(ctx, output).items():
+            verdicts.setdefault(index, (name, index, reason))
+    return [verdicts[i] for i in sorted(verdicts)]
+
+
+@register_record_validator("support")
+def validate_support(ctx: ValidationContext, output: ModuleOutput) -> dict[int, str]:
+    """Records whose support fields their cited units do not mention (engine/support.py)."""
+    if ctx.kind is None or output.payload is None:
+        return {}
+    return unsupported_records(ctx.kind, output.payload, ctx.document, ctx.references)

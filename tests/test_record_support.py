@@ -1,0 +1,133 @@
+"""Records verified against what they cite: the `support` record validator drops a record whose
+supported field (its lane's `support_fields`) none of its cited units mentions, records each
+drop (rejected.json entry with the record index, manifest and asset counts), and keeps the
+other records of the chunk."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from notarius_dagster.engine import support
+from notarius_dagster.engine.artifact_kinds import get_kind
+from notarius_dagster.engine.chunking import make_chunk
+from notarius_dagster.engine.inputs import document_digest
+from notarius_dagster.engine.lanes import registered_lanes
+from notarius_dagster.engine.manifest import lane_summary
+from notarius_dagster.engine.models import SourceDocument, SourceUnit
+from notarius_dagster.engine.support import mentions, tokens, unsupported_records
+from tests.doubles import units_in
+from tests.lane_doubles import RecordingClient, complete_pipeline, run_one_lane
+
+TEXTS = [
+    ("DM", "Gustav Fletching waves from the wagon."),
+    ("LAURA", "I wave back at him."),
+    ("DM", "The sea-hag's eyes glint; Jérôme the cook hides."),
+    ("DM", "Nothing else happens."),
+]
+
+
+def document() -> SourceDocument:
+    units = tuple(SourceUnit(unit_id=i, text=t, metadata={"speaker": s})
+                  for i, (s, t) in enumerate(TEXTS))
+    return SourceDocument(source_id="s1", media_type="application/x-ndjson", units=units,
+                          digest=document_digest(units))
+
+
+def ref(*units: int) -> list[dict[str, Any]]:
+    return [{"source_id": "s1", "start_unit_id": u, "end_unit_id": u} for u in units]
+
+
+def npc(name: str, units: list[int], aliases: list[str] | None = None) -> dict[str, Any]:
+    return {"id": None, "name": name, "aliases": aliases or [], "description": "",
+            "source_refs": ref(*units)}
+
+
+def npc_payload(*records: dict[str, Any]) -> dict[str, Any]:
+    return {"kind": "dnd/npc-list", "schema_version": "v1", "source_id": "s1",
+            "npcs": list(records)}
+
+
+def test_tokens_fold_case_diacritics_punctuation_and_possessives() -> None:
+    assert tokens("Jérôme's  COOK-house!") == ["jerome", "cook", "house"]
+    assert tokens("the Sea\u2019s edge") == ["the", "sea", "edge"]
+    assert tokens("...") == []
+
+
+def test_a_name_is_mentioned_when_its_tokens_come_in_order_in_one_text() -> None:
+    text = tokens("Gustav, the circus master, Fletching")
+    assert mentions(tokens("Gustav Fletching"), text)
+    assert not mentions(tokens("Fletching Gustav"), text)
+    assert not mentions(tokens("Gustav Ornna"), text)
+    assert not mentions([], text)
+
+
+def test_name_or_alias_must_be_mentioned_by_the_cited_units() -> None:
+    kind = get_kind("dnd/npc-list")
+    payload = npc_payload(
+        npc("Gustav Fletching", [0]),             # named in unit 0: kept
+        npc("Sea Hag", [2]),                      # "sea-hag's": kept
+        npc("Jerome", [2]),                       # diacritics folded: kept
+        npc("Kylre", [1, 3]),                     # not in units 1 or 3: dropped
+        npc("The Stranger", [0], aliases=["Gustav"]),  # alias in unit 0: kept
+        npc("Gustav Hag", [0, 2]),                # tokens split over two units: dropped
+    )
+    found = unsupported_records(kind, payload, document())
+    assert sorted(found) == [3, 5]
+    assert found[3] == "record 3: no value of name/aliases is mentioned in its 2 cited unit(s)"
+    assert all("Kylre" not in m and "Gustav" not in m for m in found.values())
+
+
+def test_a_speaker_label_is_not_a_mention_unless_a_hook_maps_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    kind = get_kind("dnd/combat-turn-list")
+    assert kind.support_fields == ("actor",) and not kind.speaker_mentions
+    payload = {"kind": kind.kind, "schema_version": "v1", "source_id": "s1", "combat_turns": [
+        {"id": None, "round": None, "actor": "Jester", "actor_npc_id": None, "action": "waves",
+         "targets": [], "outcome": {"hit": None, "damage": None, "effect": None},
+         "source_refs": ref(1)}]}
+    assert list(unsupported_records(kind, payload, document())) == [0]
+    monkeypatch.setattr(support, "_SPEAKER_HOOKS", [])
+    support.register_speaker_names(lambda refs, label: ["Jester"] if label == "LAURA" else [])
+    assert unsupported_records(kind, payload, document()) == {}
+
+
+def test_every_lane_with_records_that_cite_declares_its_support_fields() -> None:
+    declared = {lane.lane_id: lane.support_fields for lane in registered_lanes().values()
+                if lane.kind.startswith("dnd/")}  # other tests register throwaway lanes
+    assert declared == {"npcs": ("name", "aliases"), "spells": ("spell",),
+                        "item-events": ("item",), "combat-turns": ("actor",),
+                        "npc-interactions": ("npc",), "scene-descriptions": ()}
+
+
+def answer_two_npcs(messages: list[dict[str, Any]], schema: Any) -> str:
+    """One NPC cited where it is named, one cited where it is not (the model's mistake)."""
+    ids = [u for u, _, _ in units_in(messages)]
+    return json.dumps({"npcs": [
+        {"name": "Gustav", "aliases": [], "description": "", "unit_ids": [ids[0]]},
+        {"name": "Kylre", "aliases": [], "description": "", "unit_ids": [ids[1]]},
+    ]})
+
+
+def test_the_runner_drops_unsupported_records_and_records_each_one() -> None:
+    pipeline = complete_pipeline()
+    lane = pipeline.lane("npcs")
+    doc = document()
+    chunks = [make_chunk(doc, 0, doc.units[0:2]), make_chunk(doc, 1, doc.units[2:4])]
+    result = run_one_lane(lane, doc, chunks, client=RecordingClient(answer_two_npcs))
+    assert result.status == "accepted" and result.payload is not None
+    assert [r["name"] for r in result.payload["npcs"]] == ["Gustav"]
+    dropped = [r for r in result.rejections if r.record_index is not None]
+    assert [(r.stage, r.lane, r.chunk_id, r.validator, r.record_index) for r in dropped] == [
+        ("extract", "npcs", "chunk-0000", "support", 1),
+        ("extract", "npcs", "chunk-0001", "support", 0),
+        ("extract", "npcs", "chunk-0001", "support", 1),
+    ]
+    assert all("Kylre" not in r.message and "Gustav" not in r.message for r in dropped)
+    assert result.stats.records_rejected == 3 and result.stats.rejected == 0
+    summary = lane_summary(result, pipeline)
+    assert summary.records_rejected == 3 and summary.chunks.rejected == 0
+    assert summary.rejections == 3
