@@ -14,6 +14,7 @@ from typing import Any
 
 from notarius_dagster.cli_backfill import add_backfill_parser
 from notarius_dagster.cli_common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, ensure_dagster_home
+from notarius_dagster.cli_eval import add_eval_parser
 from notarius_dagster.settings import REPO_ROOT
 
 
@@ -506,7 +507,8 @@ def add_sessions_commands(sub: Any) -> None:
 
 # One registrar per top-level command, in the order `--help` lists them. A new command (the
 # references issue's `backfill`) is one more `add_..._command(sub)` function added here.
-COMMANDS = (add_run_command, add_validate_command, add_sessions_commands, add_backfill_parser)
+COMMANDS = (add_run_command, add_validate_command, add_sessions_commands, add_backfill_parser,
+            add_eval_parser)
 
 
 def build_parser() -> argparse.ArgumentParser:

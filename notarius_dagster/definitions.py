@@ -13,8 +13,10 @@ from assets.checks import build_asset_checks
 from assets.evidence import build_evidence_context_asset
 from assets.factory import build_session_assets
 from assets.jobs import materialize_session
+from assets.quality import build_quality_checks
 from assets.sensors import build_sensors
 from assets.stale_sensor import build_stale_lanes_sensor
+from notarius_dagster.dnd.evaluation_fields import DND_MATCH_FIELDS
 from notarius_dagster.engine.resolution import (
     ResolvedPipeline,
     RuntimeBinding,
@@ -64,7 +66,7 @@ def build_definitions(
                 lanes=lanes,
             ),
         ),
-        asset_checks=build_asset_checks(pipeline),
+        asset_checks=[*build_asset_checks(pipeline), *build_quality_checks(DND_MATCH_FIELDS)],
         sensors=[*build_sensors(settings), build_stale_lanes_sensor()],
         jobs=[materialize_session],
         resources={
