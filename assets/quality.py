@@ -14,8 +14,6 @@ Outcomes:
     (the run is not failed), with a content-safe description naming the file and key path.
 Metadata holds numbers, counts and lane ids only, never names or text."""
 
-from __future__ import annotations
-
 import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
