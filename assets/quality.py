@@ -49,40 +49,66 @@ def gold_path(store_root: Path, session_id: str) -> Path:
 def quality_metadata(report: EvaluationReport) -> dict[str, Any]:
     """Flat numeric metadata, one key per lane and measure (keys the UI can plot). A measure
     that is undefined (nothing to measure) is left out rather than shown as a number."""
-    out: dict[str, Any] = {"gold": True, "gold_lanes": len(report.totals.lanes),
-                           "source_checked": report.source_checked}
-    rows: list[tuple[str, Any]] = [(lane.lane_id, lane) for lane in report.lanes
-                                   if lane.status != "missing_from_gold"]
+    out: dict[str, Any] = {
+        "gold": True,
+        "gold_lanes": len(report.totals.lanes),
+        "source_checked": report.source_checked,
+    }
+    rows: list[tuple[str, Any]] = [
+        (lane.lane_id, lane) for lane in report.lanes if lane.status != "missing_from_gold"
+    ]
     rows.append(("total", report.totals))
     for name, row in rows:
-        values = {"f1": row.by_name.f1, "grounded_f1": row.grounded.f1,
-                  "citation_precision": row.citation.precision}
+        values = {
+            "f1": row.by_name.f1,
+            "grounded_f1": row.grounded.f1,
+            "citation_precision": row.citation.precision,
+        }
         out.update({f"{name}.{key}": value for key, value in values.items() if value is not None})
-    out["lanes_missing_from_bundle"] = sum(1 for lane in report.lanes
-                                           if lane.status == "missing_from_bundle")
+    out["lanes_missing_from_bundle"] = sum(
+        1 for lane in report.lanes if lane.status == "missing_from_bundle"
+    )
     return out
 
 
-def quality_result(store_root: Path, bundles: Path, session_id: str,
-                   match_fields: Mapping[str, MatchFields]) -> AssetCheckResult:
+def quality_result(
+    store_root: Path, bundles: Path, session_id: str, match_fields: Mapping[str, MatchFields]
+) -> AssetCheckResult:
     """The check's result for one session (separate from Dagster so tests can call it)."""
     gold = gold_path(store_root, session_id)
     if not gold.is_file():
-        return AssetCheckResult(asset_key=BUNDLE_ASSET, check_name=CHECK_NAME, passed=True,
-                                description=NO_GOLD, metadata={"gold": False})
+        return AssetCheckResult(
+            asset_key=BUNDLE_ASSET,
+            check_name=CHECK_NAME,
+            passed=True,
+            description=NO_GOLD,
+            metadata={"gold": False},
+        )
     try:
         report = evaluate(bundles / session_id, gold, match_fields)
     except NotariusError as exc:
-        return AssetCheckResult(asset_key=BUNDLE_ASSET, check_name=CHECK_NAME, passed=False,
-                                severity=AssetCheckSeverity.WARN, description=str(exc),
-                                metadata={"gold": True})
+        return AssetCheckResult(
+            asset_key=BUNDLE_ASSET,
+            check_name=CHECK_NAME,
+            passed=False,
+            severity=AssetCheckSeverity.WARN,
+            description=str(exc),
+            metadata={"gold": True},
+        )
     totals = report.totals
-    description = (f"F1 {_shown(totals.by_name.f1)} by name, {_shown(totals.grounded.f1)} "
-                   f"grounded, citation precision {_shown(totals.citation.precision)} over "
-                   f"{len(totals.lanes)} gold lane(s)")
-    return AssetCheckResult(asset_key=BUNDLE_ASSET, check_name=CHECK_NAME, passed=True,
-                            severity=AssetCheckSeverity.WARN, description=description,
-                            metadata=quality_metadata(report))
+    description = (
+        f"F1 {_shown(totals.by_name.f1)} by name, {_shown(totals.grounded.f1)} "
+        f"grounded, citation precision {_shown(totals.citation.precision)} over "
+        f"{len(totals.lanes)} gold lane(s)"
+    )
+    return AssetCheckResult(
+        asset_key=BUNDLE_ASSET,
+        check_name=CHECK_NAME,
+        passed=True,
+        severity=AssetCheckSeverity.WARN,
+        description=description,
+        metadata=quality_metadata(report),
+    )
 
 
 def _shown(value: float | None) -> str:
@@ -96,16 +122,24 @@ def build_quality_checks(match_fields: Mapping[str, MatchFields]) -> list[AssetC
         # Partitioned checks are a preview feature in Dagster 1.13 (as in assets/checks.py).
         warnings.simplefilter("ignore", PreviewWarning)
         spec = AssetCheckSpec(
-            CHECK_NAME, asset=BUNDLE_ASSET, partitions_def=sessions_partitions,
+            CHECK_NAME,
+            asset=BUNDLE_ASSET,
+            partitions_def=sessions_partitions,
             description="Scores the published bundle against the session's gold file "
-                        f"(<store>/{GOLD_FOLDER}/<session-id>.json), when there is one: "
-                        "per lane F1 by name, grounded F1 and citation precision.")
+            f"(<store>/{GOLD_FOLDER}/<session-id>.json), when there is one: "
+            "per lane F1 by name, grounded F1 and citation precision.",
+        )
 
-        @multi_asset_check(name="session_quality_checks", specs=[spec],
-                           description="Quality of the published bundle against gold.")
-        def quality_checks(context: AssetCheckExecutionContext,
-                           store: BundleStore) -> Iterator[AssetCheckResult]:
-            yield quality_result(Path(store.root), store.bundles, context.partition_key,
-                                 match_fields)
+        @multi_asset_check(
+            name="session_quality_checks",
+            specs=[spec],
+            description="Quality of the published bundle against gold.",
+        )
+        def quality_checks(
+            context: AssetCheckExecutionContext, store: BundleStore
+        ) -> Iterator[AssetCheckResult]:
+            yield quality_result(
+                Path(store.root), store.bundles, context.partition_key, match_fields
+            )
 
     return [quality_checks]

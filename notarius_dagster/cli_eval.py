@@ -27,22 +27,54 @@ def print_report(report: Any) -> None:
         + ("" if report.source_checked else " (source digest not checked: the gold has none)")
     )
     table = Table(
-        "lane", "status", "pred", "gold", "P", "R", "F1", "gP", "gR", "gF1", "cite P", "cited",
+        "lane",
+        "status",
+        "pred",
+        "gold",
+        "P",
+        "R",
+        "F1",
+        "gP",
+        "gR",
+        "gF1",
+        "cite P",
+        "cited",
         caption="P/R/F1: matched by name; gP/gR/gF1: grounded (a match must cite a unit of "
         "its gold record); cite P: share of the matches' cited units that ground them",
     )
-    status_text = {"scored": "scored", "missing_from_bundle": "MISSING",
-                   "missing_from_gold": "not in gold"}
-    rows = [(lane.lane_id, status_text[lane.status]
-             + (f" ({lane.bundle_status})" if lane.status == "missing_from_bundle"
-                and lane.bundle_status else ""), lane) for lane in report.lanes]
+    status_text = {
+        "scored": "scored",
+        "missing_from_bundle": "MISSING",
+        "missing_from_gold": "not in gold",
+    }
+    rows = [
+        (
+            lane.lane_id,
+            status_text[lane.status]
+            + (
+                f" ({lane.bundle_status})"
+                if lane.status == "missing_from_bundle" and lane.bundle_status
+                else ""
+            ),
+            lane,
+        )
+        for lane in report.lanes
+    ]
     rows.append(("total (micro)", f"{len(report.totals.lanes)} gold lane(s)", report.totals))
     for index, (name, status, row) in enumerate(rows):
         table.add_row(
-            name, status, str(row.predicted), str(row.gold),
-            _pct(row.by_name.precision), _pct(row.by_name.recall), _pct(row.by_name.f1),
-            _pct(row.grounded.precision), _pct(row.grounded.recall), _pct(row.grounded.f1),
-            _pct(row.citation.precision), str(row.citation.cited_units),
+            name,
+            status,
+            str(row.predicted),
+            str(row.gold),
+            _pct(row.by_name.precision),
+            _pct(row.by_name.recall),
+            _pct(row.by_name.f1),
+            _pct(row.grounded.precision),
+            _pct(row.grounded.recall),
+            _pct(row.grounded.f1),
+            _pct(row.citation.precision),
+            str(row.citation.cited_units),
             end_section=index == len(rows) - 2,
         )
     console.print(table)
@@ -55,8 +87,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     bundle, gold = Path(args.bundle), Path(args.gold)
     if not bundle.is_dir():
-        print(f"error: bundle {bundle.name!r} is not a folder (give a published bundle, "
-              "e.g. BUNDLES/<session-id>)", file=sys.stderr)
+        print(
+            f"error: bundle {bundle.name!r} is not a folder (give a published bundle, "
+            "e.g. BUNDLES/<session-id>)",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     if not gold.is_file():
         print(f"error: gold {gold.name!r} not found", file=sys.stderr)

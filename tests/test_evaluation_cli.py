@@ -32,9 +32,14 @@ def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("eval")
     register_transcript(root / "data" / "transcripts", "sample", SAMPLE)
     with DagsterInstance.ephemeral() as instance, scripted_llm(complete_responder):
-        outcome = run_session(session_id="sample", profile=REPO / "configs" / "dnd-complete.yaml",
-                              data_root=root / "data", llm_profile="test-double",
-                              instance=instance, quiet=True)
+        outcome = run_session(
+            session_id="sample",
+            profile=REPO / "configs" / "dnd-complete.yaml",
+            data_root=root / "data",
+            llm_profile="test-double",
+            instance=instance,
+            quiet=True,
+        )
     assert outcome.success, outcome.error
     return root / "data" / "bundles" / "sample"
 
@@ -42,29 +47,42 @@ def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def notarius(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NOTARIUS_", "DAGSTER_"))}
     env.update({"PYTHONPATH": str(REPO), "COLUMNS": "160", "DAGSTER_HOME": str(cwd)})
-    return subprocess.run([str(NOTARIUS), *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=120, check=False)
+    return subprocess.run(
+        [str(NOTARIUS), *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def test_eval_prints_a_table_per_lane_with_totals(bundle: Path, tmp_path: Path) -> None:
     done = notarius(tmp_path, "eval", str(bundle), "--gold", str(GOLD))
     assert done.returncode == 0, done.stderr
-    for lane in ("npcs", "scene-descriptions", "combat-turns", "spells", "item-events",
-                 "npc-interactions", "total (micro)"):
+    for lane in (
+        "npcs",
+        "scene-descriptions",
+        "combat-turns",
+        "spells",
+        "item-events",
+        "npc-interactions",
+        "total (micro)",
+    ):
         assert lane in done.stdout
     assert "against gold crd3-c2e001-slice" in done.stdout
     assert "source digest not checked" not in done.stdout  # the gold carries the digest
 
 
-def test_eval_json_is_the_report_model_with_the_same_numbers(bundle: Path,
-                                                             tmp_path: Path) -> None:
+def test_eval_json_is_the_report_model_with_the_same_numbers(bundle: Path, tmp_path: Path) -> None:
     done = notarius(tmp_path, "eval", str(bundle), "--gold", str(GOLD), "--json")
     assert done.returncode == 0, done.stderr
     report = EvaluationReport.model_validate_json(done.stdout)
     assert report == evaluate(bundle, GOLD, DND_MATCH_FIELDS)
     assert report.source_checked and report.totals.lanes == sorted(
-        ["npcs", "scene-descriptions", "combat-turns", "spells", "item-events",
-         "npc-interactions"])
+        ["npcs", "scene-descriptions", "combat-turns", "spells", "item-events", "npc-interactions"]
+    )
     spells = next(lane for lane in report.lanes if lane.lane_id == "spells")
     # The double reads "cast Guiding Bolt" and "cast Chromatic Orb" off the sample with the
     # speakers as casters, which the gold accepts: both castings, both grounded.
@@ -81,7 +99,8 @@ def test_eval_refuses_missing_files_as_usage_errors(bundle: Path, tmp_path: Path
 
 
 def test_eval_fails_on_a_bad_gold_naming_the_file_never_its_content(
-        bundle: Path, tmp_path: Path) -> None:
+    bundle: Path, tmp_path: Path
+) -> None:
     bad = tmp_path / "bad-gold.json"
     data = json.loads(GOLD.read_text())
     data["lanes"]["npcs"][0]["unit_ids"] = "Gustav Fletching"
@@ -94,8 +113,10 @@ def test_eval_fails_on_a_bad_gold_naming_the_file_never_its_content(
 
 
 def test_eval_fails_when_the_gold_was_read_from_another_transcript(
-        bundle: Path, tmp_path: Path) -> None:
-    done = notarius(tmp_path, "eval", str(bundle), "--gold",
-                    str(DATA / "gold" / "fireball-sea-hag.json"))
+    bundle: Path, tmp_path: Path
+) -> None:
+    done = notarius(
+        tmp_path, "eval", str(bundle), "--gold", str(DATA / "gold" / "fireball-sea-hag.json")
+    )
     assert done.returncode == 1
     assert "another transcript" in done.stderr and "fireball-sea-hag.json" in done.stderr

@@ -25,7 +25,10 @@ COMPLETE = REPO / "configs" / "dnd-complete.yaml"
 
 def test_the_three_gold_sessions_are_committed() -> None:
     assert {p.stem for p in GOLD_FILES} == {
-        "crd3-c2e001-slice", "fireball-sea-hag", "crd3-c2e003-u1944-2143"}
+        "crd3-c2e001-slice",
+        "fireball-sea-hag",
+        "crd3-c2e003-u1944-2143",
+    }
 
 
 @pytest.mark.parametrize("path", GOLD_FILES, ids=lambda p: p.stem)
@@ -37,8 +40,9 @@ def test_a_gold_file_is_valid_complete_and_cites_existing_units(path: Path) -> N
     assert "CC BY" in gold.attribution
 
     transcript = REPO / gold.source.file
-    document = parse_transcript(transcript.read_bytes(), file_name=transcript.name,
-                                source_id=gold.session_id)
+    document = parse_transcript(
+        transcript.read_bytes(), file_name=transcript.name, source_id=gold.session_id
+    )
     assert gold.source.units == len(document.units)
     assert gold.source.digest == document.digest
 
@@ -51,8 +55,9 @@ def test_a_gold_file_is_valid_complete_and_cites_existing_units(path: Path) -> N
 def test_gold_problems_name_missing_units_and_match_fields() -> None:
     gold = load_gold(GOLD_DIR / "fireball-sea-hag.json")
     problems = gold_problems(gold, range(0, 100), {"npcs": "name", "spells": "caster_name"})
-    assert any(p.startswith("lanes.npcs[0].unit_ids: ") and "not in the transcript" in p
-               for p in problems)
+    assert any(
+        p.startswith("lanes.npcs[0].unit_ids: ") and "not in the transcript" in p for p in problems
+    )
     assert "lanes.spells[0]: no 'caster_name' (the lane's match field)" in problems
 
 
@@ -61,7 +66,7 @@ def test_the_committed_slice_is_a_verbatim_run_of_its_episode() -> None:
     episode = (DATA / "sessions" / "crd3-c2e003.jsonl").read_text().splitlines()
     ids = [json.loads(line)["unit_id"] for line in episode]
     start = ids.index(1944)
-    assert slice_lines == episode[start:start + 200]
+    assert slice_lines == episode[start : start + 200]
     assert json.loads(slice_lines[-1])["unit_id"] == 2143
 
 
@@ -71,4 +76,5 @@ def test_checked_in_evaluation_schemas_are_current(schema_id: str) -> None:
     path = REPO / "schemas" / f"{schema_id}.json"
     assert path.read_text() == expected, (
         f"schemas/{schema_id}.json is stale: regenerate it from "
-        "notarius_dagster.engine.evaluation.evaluation_schemas()")
+        "notarius_dagster.engine.evaluation.evaluation_schemas()"
+    )

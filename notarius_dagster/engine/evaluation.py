@@ -203,8 +203,13 @@ def prf(matched_predicted: int, matched_gold: int, predicted: int, gold: int) ->
     else:
         p, r = matched_predicted / predicted, matched_gold / gold
         f1 = round(2 * p * r / (p + r), ROUND_TO) if p + r else 0.0
-    return Prf(matched_predicted=matched_predicted, matched_gold=matched_gold,
-               precision=precision, recall=recall, f1=f1)
+    return Prf(
+        matched_predicted=matched_predicted,
+        matched_gold=matched_gold,
+        precision=precision,
+        recall=recall,
+        f1=f1,
+    )
 
 
 # --- matching --------------------------------------------------------------------------------
@@ -234,8 +239,9 @@ def _refs_of(record: Mapping[str, Any], refs_field: str) -> list[Mapping[str, An
     return []
 
 
-def cited_units(refs: Iterable[Mapping[str, Any]], positions: Mapping[int, int],
-                order: Sequence[int]) -> list[int]:
+def cited_units(
+    refs: Iterable[Mapping[str, Any]], positions: Mapping[int, int], order: Sequence[int]
+) -> list[int]:
     """Every unit the references cover, in citation order without repeats. A range is
     resolved by document position; a reference whose endpoints are not both in the document,
     or that runs backwards, counts only its endpoints (they cannot be gold units)."""
@@ -252,8 +258,12 @@ def cited_units(refs: Iterable[Mapping[str, Any]], positions: Mapping[int, int],
     return list(out)
 
 
-def _predicted(record: Mapping[str, Any], fields: MatchFields, positions: Mapping[int, int],
-               order: Sequence[int]) -> _Predicted:
+def _predicted(
+    record: Mapping[str, Any],
+    fields: MatchFields,
+    positions: Mapping[int, int],
+    order: Sequence[int],
+) -> _Predicted:
     names = _spellings(record.get(fields.name))
     if fields.aliases:
         names |= _spellings(record.get(fields.aliases) or [])
@@ -278,8 +288,9 @@ def _name_match(p: _Predicted, g: _Gold) -> bool:
     return all(not p.also[f] or not g.also[f] or bool(p.also[f] & g.also[f]) for f in g.also)
 
 
-def _match(predicted: Sequence[_Predicted], gold: Sequence[_Gold], *, grounded: bool,
-          many_to_one: bool) -> list[tuple[int, int]]:
+def _match(
+    predicted: Sequence[_Predicted], gold: Sequence[_Gold], *, grounded: bool, many_to_one: bool
+) -> list[tuple[int, int]]:
     """(predicted index, gold index) pairs; see the module docstring for the rules."""
     taken: set[int] = set()
     pairs: list[tuple[int, int]] = []
@@ -318,23 +329,37 @@ class LaneCounts:
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
     def scores(self) -> tuple[Prf, Prf, CitationScore]:
-        return (prf(self.name_pred, self.name_gold, self.predicted, self.gold),
-                prf(self.grounded_pred, self.grounded_gold, self.predicted, self.gold),
-                CitationScore(cited_units=self.cited, supported_units=self.supported,
-                              precision=_ratio(self.supported, self.cited)))
+        return (
+            prf(self.name_pred, self.name_gold, self.predicted, self.gold),
+            prf(self.grounded_pred, self.grounded_gold, self.predicted, self.gold),
+            CitationScore(
+                cited_units=self.cited,
+                supported_units=self.supported,
+                precision=_ratio(self.supported, self.cited),
+            ),
+        )
 
 
-def count_lane(records: Sequence[Mapping[str, Any]], gold: Sequence[GoldRecord],
-               fields: MatchFields, order: Sequence[int]) -> LaneCounts:
+def count_lane(
+    records: Sequence[Mapping[str, Any]],
+    gold: Sequence[GoldRecord],
+    fields: MatchFields,
+    order: Sequence[int],
+) -> LaneCounts:
     """The counts of one lane: predicted records (in bundle order) against gold records."""
     positions = {unit: pos for pos, unit in enumerate(order)}
     preds = [_predicted(r, fields, positions, order) for r in records]
     golds = [_gold(g, fields) for g in gold]
     by_name = _match(preds, golds, grounded=False, many_to_one=fields.many_to_one)
     grounded = _match(preds, golds, grounded=True, many_to_one=fields.many_to_one)
-    counts = LaneCounts(predicted=len(preds), gold=len(golds),
-                     name_pred=len(by_name), name_gold=len({j for _, j in by_name}),
-                     grounded_pred=len(grounded), grounded_gold=len({j for _, j in grounded}))
+    counts = LaneCounts(
+        predicted=len(preds),
+        gold=len(golds),
+        name_pred=len(by_name),
+        name_gold=len({j for _, j in by_name}),
+        grounded_pred=len(grounded),
+        grounded_gold=len({j for _, j in grounded}),
+    )
     for i, j in by_name:
         counts.cited += preds[i].cited_count
         counts.supported += len(preds[i].cited & golds[j].units)
@@ -365,14 +390,17 @@ class BundleView:
 
 
 def _read_json(folder: Path, rel: str, name: str) -> Any:
+    if Path(rel).is_absolute() or ".." in Path(rel).parts:
+        raise EvaluationError(f"bundle {name!r}: index.json names a file outside the bundle")
     path = folder / rel
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise EvaluationError(f"bundle {name!r}: {rel} is missing") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise EvaluationError(f"bundle {name!r}: {rel} cannot be read "
-                              f"({type(exc).__name__})") from None
+        raise EvaluationError(
+            f"bundle {name!r}: {rel} cannot be read ({type(exc).__name__})"
+        ) from None
     except ValueError:
         raise EvaluationError(f"bundle {name!r}: {rel} is not valid JSON") from None
 
@@ -384,8 +412,9 @@ def load_bundle(path: Path, match_fields: Mapping[str, MatchFields]) -> BundleVi
     name = path.name
     folder = path.resolve()
     if not (folder / "index.json").is_file():
-        raise EvaluationError(f"bundle {name!r}: index.json is missing (not a published "
-                              "bundle folder)")
+        raise EvaluationError(
+            f"bundle {name!r}: index.json is missing (not a published bundle folder)"
+        )
     index = _read_json(folder, "index.json", name)
     if not isinstance(index, dict) or not isinstance(index.get("lanes"), list):
         raise EvaluationError(f"bundle {name!r}: index.json has no 'lanes' list")
@@ -394,59 +423,93 @@ def load_bundle(path: Path, match_fields: Mapping[str, MatchFields]) -> BundleVi
     order: list[int] = []
     chunk_map = index.get("chunk_map")
     if isinstance(chunk_map, dict) and chunk_map.get("file"):
-        chunks = _read_json(folder, str(chunk_map["file"]), name).get("chunks", [])
+        rel = str(chunk_map["file"])
+        chunk_doc = _read_json(folder, rel, name)
+        chunks = chunk_doc.get("chunks") if isinstance(chunk_doc, dict) else None
+        if not isinstance(chunks, list):
+            raise EvaluationError(f"bundle {name!r}: {rel} has no 'chunks' list")
         seen: set[int] = set()
         for chunk in chunks:
-            for unit in chunk.get("unit_ids", []):
+            for unit in chunk.get("unit_ids", []) if isinstance(chunk, dict) else []:
                 if isinstance(unit, int) and unit not in seen:
                     seen.add(unit)
                     order.append(unit)
     lanes: dict[str, BundleLane] = {}
-    for position, entry in enumerate(index["lanes"]):
-        lane_id, kind, rel = entry.get("lane_id"), entry.get("kind"), entry.get("file")
-        if not all(isinstance(v, str) and v for v in (lane_id, kind, rel)):
-            raise EvaluationError(f"bundle {name!r}: index.json lanes[{position}] lacks "
-                                  "lane_id, kind or file")
+    for position, raw in enumerate(index["lanes"]):
+        entry: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        values = [entry.get(key) for key in ("lane_id", "kind", "file")]
+        if not all(isinstance(v, str) and v for v in values):
+            raise EvaluationError(
+                f"bundle {name!r}: index.json lanes[{position}] lacks lane_id, kind or file"
+            )
+        lane_id, kind, rel = (str(v) for v in values)
         document = _read_json(folder, rel, name)
         fields = match_fields.get(kind)
-        items = document.get(fields.items) if fields and isinstance(document, dict) else []
-        if fields is not None and not isinstance(items, list):
-            raise EvaluationError(f"bundle {name!r}: {rel} has no {fields.items!r} list")
+        items: Any = []
+        if fields is not None:
+            items = document.get(fields.items) if isinstance(document, dict) else None
+            if not isinstance(items, list):
+                raise EvaluationError(f"bundle {name!r}: {rel} has no {fields.items!r} list")
         lanes[lane_id] = BundleLane(lane_id, kind, [r for r in items if isinstance(r, dict)])
     status: dict[str, tuple[str | None, str]] = {}
     for lane in (manifest.get("artifact_lanes") or []) if isinstance(manifest, dict) else []:
         if isinstance(lane, dict) and isinstance(lane.get("lane_id"), str):
             status[lane["lane_id"]] = (lane.get("kind"), str(lane.get("status")))
-    return BundleView(name=name, session_id=str(index.get("session_id", "")),
-                      source_digest=index.get("source_digest"), order=order, lanes=lanes,
-                      lane_status=status)
+    return BundleView(
+        name=name,
+        session_id=str(index.get("session_id", "")),
+        source_digest=index.get("source_digest"),
+        order=order,
+        lanes=lanes,
+        lane_status=status,
+    )
 
 
 # --- scoring ---------------------------------------------------------------------------------
 
 
-def _lane_score(lane_id: str, kind: str | None, status: LaneStatus, bundle_status: str | None,
-                counts: LaneCounts, *, scored: bool = True) -> LaneScore:
+def _lane_score(
+    lane_id: str,
+    kind: str | None,
+    status: LaneStatus,
+    bundle_status: str | None,
+    counts: LaneCounts,
+    *,
+    scored: bool = True,
+) -> LaneScore:
     if scored:
         by_name, grounded, citation = counts.scores()
     else:
         empty = Prf(matched_predicted=0, matched_gold=0, precision=None, recall=None, f1=None)
         by_name, grounded = empty, empty
         citation = CitationScore(cited_units=0, supported_units=0, precision=None)
-    return LaneScore(lane_id=lane_id, kind=kind, status=status, bundle_status=bundle_status,
-                     predicted=counts.predicted, gold=counts.gold, by_name=by_name,
-                     grounded=grounded, citation=citation)
+    return LaneScore(
+        lane_id=lane_id,
+        kind=kind,
+        status=status,
+        bundle_status=bundle_status,
+        predicted=counts.predicted,
+        gold=counts.gold,
+        by_name=by_name,
+        grounded=grounded,
+        citation=citation,
+    )
 
 
-def score_bundle(bundle: BundleView, gold: GoldFile, match_fields: Mapping[str, MatchFields],
-                 gold_name: str = "gold") -> EvaluationReport:
+def score_bundle(
+    bundle: BundleView,
+    gold: GoldFile,
+    match_fields: Mapping[str, MatchFields],
+    gold_name: str = "gold",
+) -> EvaluationReport:
     """Score every lane of the gold (and list the bundle's other lanes); see the module doc."""
     checked = False
     if gold.source.digest is not None:
         if bundle.source_digest != gold.source.digest:
             raise EvaluationError(
                 f"bundle {bundle.name!r} was made from another transcript than gold "
-                f"{gold_name!r} describes (source digest differs)")
+                f"{gold_name!r} describes (source digest differs)"
+            )
         checked = True
     lanes: list[LaneScore] = []
     total = LaneCounts()
@@ -456,39 +519,64 @@ def score_bundle(bundle: BundleView, gold: GoldFile, match_fields: Mapping[str, 
         if lane_id not in gold.lanes:
             assert published is not None
             counts = LaneCounts(predicted=len(published.records))
-            lanes.append(_lane_score(lane_id, published.kind, "missing_from_gold",
-                                     manifest_status or "accepted", counts, scored=False))
+            lanes.append(
+                _lane_score(
+                    lane_id,
+                    published.kind,
+                    "missing_from_gold",
+                    manifest_status or "accepted",
+                    counts,
+                    scored=False,
+                )
+            )
             continue
         records = gold.lanes[lane_id]
         if published is None:
             counts = LaneCounts(gold=len(records))
-            lanes.append(_lane_score(lane_id, manifest_kind, "missing_from_bundle",
-                                     manifest_status, counts))
+            lanes.append(
+                _lane_score(lane_id, manifest_kind, "missing_from_bundle", manifest_status, counts)
+            )
             total.add(counts)
             continue
         fields = match_fields.get(published.kind)
         if fields is None:
-            raise EvaluationError(f"gold {gold_name!r}: lanes.{lane_id}: the bundle's kind "
-                                  f"{published.kind!r} has no match fields")
+            raise EvaluationError(
+                f"gold {gold_name!r}: lanes.{lane_id}: the bundle's kind "
+                f"{published.kind!r} has no match fields"
+            )
         for position, record in enumerate(records):
             if not _spellings(record.value(fields.name)):
-                raise EvaluationError(f"gold {gold_name!r}: lanes.{lane_id}[{position}]: no "
-                                      f"{fields.name!r} (the lane's match field)")
+                raise EvaluationError(
+                    f"gold {gold_name!r}: lanes.{lane_id}[{position}]: no "
+                    f"{fields.name!r} (the lane's match field)"
+                )
         counts = count_lane(published.records, records, fields, bundle.order)
-        lanes.append(_lane_score(lane_id, published.kind, "scored",
-                                 manifest_status or "accepted", counts))
+        lanes.append(
+            _lane_score(lane_id, published.kind, "scored", manifest_status or "accepted", counts)
+        )
         total.add(counts)
     by_name, grounded, citation = total.scores()
-    totals = Totals(lanes=sorted(gold.lanes), predicted=total.predicted, gold=total.gold,
-                    by_name=by_name, grounded=grounded, citation=citation)
-    return EvaluationReport(session_id=bundle.session_id, gold_session_id=gold.session_id,
-                            source_digest=bundle.source_digest, source_checked=checked,
-                            lanes=lanes, totals=totals)
+    totals = Totals(
+        lanes=sorted(gold.lanes),
+        predicted=total.predicted,
+        gold=total.gold,
+        by_name=by_name,
+        grounded=grounded,
+        citation=citation,
+    )
+    return EvaluationReport(
+        session_id=bundle.session_id,
+        gold_session_id=gold.session_id,
+        source_digest=bundle.source_digest,
+        source_checked=checked,
+        lanes=lanes,
+        totals=totals,
+    )
 
 
-def evaluate(bundle_path: Path, gold_path: Path,
-             match_fields: Mapping[str, MatchFields]) -> EvaluationReport:
+def evaluate(
+    bundle_path: Path, gold_path: Path, match_fields: Mapping[str, MatchFields]
+) -> EvaluationReport:
     """Load both files and score (what the command and the quality check call)."""
     gold = load_gold(gold_path)
-    return score_bundle(load_bundle(bundle_path, match_fields), gold, match_fields,
-                        gold_path.name)
+    return score_bundle(load_bundle(bundle_path, match_fields), gold, match_fields, gold_path.name)

@@ -97,8 +97,9 @@ def parse_gold(data: Any, file_name: str) -> GoldFile:
         return GoldFile.model_validate(data)
     except ValidationError as exc:
         problems = [f"{_where(e['loc'])}: {e['msg']}" for e in exc.errors(include_input=False)]
-        shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5
-                                            else "")
+        shown = "; ".join(problems[:5]) + (
+            f"; and {len(problems) - 5} more" if len(problems) > 5 else ""
+        )
         raise GoldError(f"gold {file_name!r}: {shown}") from None
 
 
@@ -133,8 +134,10 @@ def gold_problems(
             where = f"lanes.{lane_id}[{index}]"
             missing = [u for u in record.unit_ids if u not in known]
             if missing:
-                problems.append(f"{where}.unit_ids: {len(missing)} unit id(s) not in the "
-                                f"transcript (first: {missing[0]})")
+                problems.append(
+                    f"{where}.unit_ids: {len(missing)} unit id(s) not in the "
+                    f"transcript (first: {missing[0]})"
+                )
             if len(set(record.unit_ids)) != len(record.unit_ids):
                 problems.append(f"{where}.unit_ids: repeated unit ids")
             if field is not None:
