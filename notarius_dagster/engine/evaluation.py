@@ -1,7 +1,7 @@
 """Scores a published bundle against a gold file, per lane: precision, recall and F1 of the
 records by name, the same with grounding (a match must cite a unit of its gold record), and
 citation precision. Domain-neutral: what a lane's records are matched on comes from a table
-of `MatchFields` per artifact kind, passed in by the caller (the D&D one lives in `dnd/`).
+of `MatchFields` per artifact kind, passed in by the caller (each domain provides its own).
 
 How it is computed (docs/evaluation.md says the same for readers):
 
@@ -13,9 +13,9 @@ How it is computed (docs/evaluation.md says the same for readers):
 - One-to-one matching, greedy in the bundle's record order: each predicted record takes the
   still-unmatched, name-matching gold record that shares the most units with its citations
   (ties: the earliest gold record). *Grounded* matching is a second, separate pass that only
-  accepts candidates sharing at least one unit. `many_to_one` kinds (scenes: several chunks
-  can fall inside one gold scene) let any number of predicted records take the same gold
-  record; recall then counts gold records matched at least once.
+  accepts candidates sharing at least one unit. `many_to_one` kinds (one record per chunk,
+  where one gold record can span several chunks) let any number of predicted records take the
+  same gold record; recall then counts gold records matched at least once.
 - P = matched predicted / predicted, R = matched gold / gold, F1 = 2PR / (P + R). P is null
   with no predictions, R null with no gold records; F1 is 0 when exactly one side is empty
   and null when both are (nothing to measure).
@@ -87,7 +87,7 @@ _ARTICLES = frozenset({"the", "a", "an"})
 def normalize_name(text: str) -> str:
     """A name as the scorer compares it: diacritics dropped, case-folded, possessive `'s`
     dropped, punctuation turned into spaces, whitespace collapsed, and a leading article
-    dropped when other words follow ("The Sea Hag's" -> "sea hag")."""
+    dropped when other words follow ("The Old Mill's" -> "old mill")."""
     decomposed = unicodedata.normalize("NFKD", text)
     plain = "".join(c for c in decomposed if not unicodedata.combining(c))
     folded = plain.casefold().translate(_QUOTES)

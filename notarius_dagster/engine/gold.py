@@ -2,8 +2,9 @@
 the units that ground it. The scorer (`evaluation.py`) compares a published bundle against one.
 
 The format is domain-neutral: a lane is a list of records keyed by the lane id; a record holds
-`unit_ids` plus whatever fields of the lane's records the match table names (a name, a caster,
-an event, ...), optionally `aliases` (other spellings a reader accepts) and a `note` (why).
+`unit_ids` plus whatever fields of the lane's records the match table names (a name and the
+secondary fields that must agree), optionally `aliases` (other spellings a reader accepts)
+and a `note` (why).
 The pydantic model below is the single source of the JSON Schema (`gold_schema()`, checked in
 as `schemas/notarius.eval.gold.json`). Loading errors name the file and the key path, never a
 value from it (a gold file is transcript-derived content)."""
@@ -22,7 +23,7 @@ from notarius_dagster.engine.errors import NotariusError
 GOLD_SCHEMA_ID = "notarius.eval.gold"
 GOLD_SCHEMA_NAME = "notarius_eval_gold_v1"
 
-# A gold record's lane fields: a name, a number (a round), a list of accepted spellings, or
+# A gold record's lane fields: a name, a number, a list of accepted spellings, or
 # null (the reader does not know; the field is then not compared).
 GoldValue = str | int | list[str] | None
 
@@ -44,8 +45,8 @@ class GoldSource(BaseModel):
 
 class GoldRecord(BaseModel):
     """One record a careful reader would extract. Besides `unit_ids`, `aliases` and `note`, it
-    carries the lane's match fields under the lane's own field names (`name`, `spell`,
-    `caster`, ...); a list value means any of those spellings is right."""
+    carries the lane's match fields under the lane's own field names (whatever the
+    match table names); a list value means any of those spellings is right."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
     __pydantic_extra__: dict[str, GoldValue] = Field(init=False)  # type: ignore[assignment]
