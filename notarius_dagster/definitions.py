@@ -15,9 +15,11 @@ from assets.checks import build_asset_checks
 from assets.evidence import build_evidence_context_asset
 from assets.factory import build_session_assets
 from assets.jobs import materialize_session
+from assets.quality import build_quality_checks
 from assets.report import build_report_asset
 from assets.run_tags import pipeline_tags
 from assets.sensors import build_sensors
+from notarius_dagster.dnd.evaluation_fields import DND_MATCH_FIELDS
 from notarius_dagster.engine.resolution import (
     ResolvedPipeline,
     RuntimeBinding,
@@ -112,7 +114,7 @@ def definitions_for(settings: Settings, plan: RunPipeline) -> Definitions:
             build_report_asset(pipeline=pipeline, roster_file=pipeline_roster(pipeline)),
             *campaign_assets,
         ],
-        asset_checks=build_asset_checks(pipeline),
+        asset_checks=[*build_asset_checks(pipeline), *build_quality_checks(DND_MATCH_FIELDS)],
         sensors=[
             *build_sensors(
                 settings.store, pipeline.limits.max_transcript_bytes, run_tags=tags

@@ -30,12 +30,14 @@ TABLE_END = "<!-- end of the lane table -->"
 
 
 def extra_schemas() -> dict[str, dict[str, Any]]:
-    """Non-lane documents that carry a schema: the bundle's (registered by the engine) and the
-    campaign codex and its index (`campaign/model.py`)."""
+    """Non-lane documents that carry a schema: the bundle's (registered by the engine), the
+    campaign codex and its index (`campaign/model.py`), and the gold file and evaluation report
+    (`engine/evaluation.py`)."""
     from notarius_dagster.campaign.model import codex_schemas
     from notarius_dagster.engine.bundle_schemas import bundle_document_schemas
+    from notarius_dagster.engine.evaluation import evaluation_schemas
 
-    return {**bundle_document_schemas(), **codex_schemas()}
+    return {**bundle_document_schemas(), **codex_schemas(), **evaluation_schemas()}
 
 
 def _published(schema_id: str) -> bool:

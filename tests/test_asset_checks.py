@@ -88,7 +88,8 @@ def test_a_session_run_evaluates_every_check_for_its_partition(
     run_id = materialize(tmp_path, instance, "checked", lane_responder)
     found = evaluations(instance, run_id)
     assert set(found) == {("npcs", "schema_valid"), ("npcs", "source_refs_in_document"),
-                          ("npcs", "rejection_rate"), ("session_bundle", "files_match_index")}
+                          ("npcs", "rejection_rate"), ("session_bundle", "files_match_index"),
+                          ("session_bundle", "quality_vs_gold")}
     assert all(e.passed for e in found.values()), {k: e.description for k, e in found.items()}
     assert {e.partition for e in found.values()} == {"checked"}
     assert found[("npcs", "source_refs_in_document")].metadata["references"].value > 0

@@ -1,0 +1,200 @@
+"""Extraction quality against gold: runs the complete profile (`configs/dnd-complete.yaml`) on
+the three sessions that have gold files, through the same Dagster asset job as `notarius run`
+(`notarius_dagster.runner.run_session`, an ephemeral instance, a throw-away store), scores each
+published bundle against its gold (`notarius_dagster.engine.evaluation`) and writes
+benchmarks/results/quality.json: per session and lane the scores, records, rejections by
+validator, model calls and tokens, the wall time, and the model and profile digest.
+
+    .venv/bin/python benchmarks/bench_quality.py                      # the bundled offline model
+    .venv/bin/python benchmarks/bench_quality.py --sessions crd3-c2e001-slice
+    NOTARIUS_TEST_DOUBLE_RESPONDER=tests.lane_doubles:complete_responder PYTHONPATH=. \\
+        .venv/bin/python benchmarks/bench_quality.py --llm-profile test-double --out /tmp/q.json
+
+On demand only, never part of the test suite. The bundled 135M model proves the path, it does
+not measure extraction quality (docs/evaluation.md); never tune prompts to one gold file."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from dagster import DagsterInstance  # noqa: E402
+
+from notarius_dagster.dnd.evaluation_fields import DND_MATCH_FIELDS  # noqa: E402
+from notarius_dagster.engine.evaluation import evaluate  # noqa: E402
+from notarius_dagster.engine.transcripts import register_transcript  # noqa: E402
+from notarius_dagster.runner import run_session  # noqa: E402
+
+PROFILE = ROOT / "configs" / "dnd-complete.yaml"
+GOLD = ROOT / "data" / "gold"
+RESULT = ROOT / "benchmarks" / "results" / "quality.json"
+
+
+@dataclass(frozen=True)
+class Session:
+    session_id: str
+    transcript: Path
+
+
+SESSIONS = (
+    Session("crd3-c2e001-slice", ROOT / "samples" / "crd3-c2e001-slice.jsonl"),
+    Session("fireball-sea-hag", ROOT / "data" / "sessions" / "fireball-sea-hag.jsonl"),
+    Session("crd3-c2e003-u1944-2143", ROOT / "data" / "slices" / "crd3-c2e003-u1944-2143.jsonl"),
+)
+
+
+def _rel(path: Path) -> str:
+    return str(path.relative_to(ROOT))
+
+
+def _score(row: Any) -> dict[str, Any]:
+    return {
+        "by_name": row.by_name.model_dump(),
+        "grounded": row.grounded.model_dump(),
+        "citation": row.citation.model_dump(),
+        "predicted": row.predicted,
+        "gold": row.gold,
+    }
+
+
+def bench_session(session: Session, llm_profile: str, store: Path) -> dict[str, Any]:
+    """Run one session and score it; a failed run is recorded, not raised."""
+    data = store / session.session_id
+    register_transcript(data / "transcripts", session.session_id, session.transcript)
+    started = time.perf_counter()
+    with DagsterInstance.ephemeral() as instance:
+        outcome = run_session(
+            session_id=session.session_id,
+            profile=PROFILE,
+            data_root=data,
+            llm_profile=llm_profile,
+            instance=instance,
+            quiet=True,
+        )
+    wall = round(time.perf_counter() - started, 2)
+    out: dict[str, Any] = {
+        "session_id": session.session_id,
+        "transcript": _rel(session.transcript),
+        "gold": _rel(GOLD / f"{session.session_id}.json"),
+        "success": outcome.success,
+        "error": outcome.error,
+        "wall_time_s": wall,
+    }
+    bundle = data / "bundles" / session.session_id
+    if not (bundle / "manifest.json").is_file():
+        return out
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    rejected = json.loads((bundle / "rejected.json").read_text())
+    report = evaluate(bundle, GOLD / f"{session.session_id}.json", DND_MATCH_FIELDS)
+    scores = {row.lane_id: row for row in report.lanes}
+    by_validator: dict[str, Counter[str]] = {}
+    for rejection in rejected:
+        by_validator.setdefault(str(rejection.get("lane")), Counter())[
+            str(rejection.get("validator"))
+        ] += 1
+    lanes = {}
+    for lane in manifest["artifact_lanes"]:
+        lane_id = lane["lane_id"]
+        row = scores.get(lane_id)
+        lanes[lane_id] = {
+            "status": lane["status"],
+            "records": lane["records"],
+            "chunks": lane["chunks"],
+            "llm_calls": lane["llm"]["calls"],
+            "prompt_tokens": lane["llm"]["prompt_tokens"],
+            "completion_tokens": lane["llm"]["completion_tokens"],
+            "rungs": lane["llm"]["structured_output_rungs"],
+            "rejections_by_validator": dict(sorted(by_validator.get(lane_id, Counter()).items())),
+            "scored_as": row.status if row else None,
+            "scores": _score(row) if row else None,
+        }
+    totals = manifest["totals"]
+    out.update(
+        {
+            "model": manifest["llm_profile"]["model"],
+            "pipeline_digest": manifest["pipeline"]["digest"],
+            "source_digest": manifest["source"]["digest"],
+            "units": manifest["source"]["units"],
+            "chunks": manifest["chunks"],
+            "validation_status": manifest["validation_status"],
+            "run_wall_time_s": manifest["timing"]["wall_time_s"],
+            "llm": {
+                "calls": totals["llm_calls"],
+                "prompt_tokens": totals["prompt_tokens"],
+                "completion_tokens": totals["completion_tokens"],
+            },
+            "lanes": lanes,
+            "totals": _score(report.totals),
+        }
+    )
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--llm-profile",
+        default="offline",
+        help="named LLM profile (default: offline, the bundled model)",
+    )
+    parser.add_argument(
+        "--sessions", help="comma-separated subset of: " + ", ".join(s.session_id for s in SESSIONS)
+    )
+    parser.add_argument("--out", default=str(RESULT), help="where to write the figures")
+    args = parser.parse_args(argv)
+    chosen = [s for s in SESSIONS if not args.sessions or s.session_id in args.sessions.split(",")]
+    if not chosen:
+        parser.error("no such session")
+    os.environ.setdefault("DAGSTER_HOME", tempfile.mkdtemp(prefix="bench-quality-home-"))
+    results = []
+    with tempfile.TemporaryDirectory(prefix="bench-quality-") as store:
+        for session in chosen:
+            print(
+                f"{session.session_id}: running the complete profile with {args.llm_profile!r}",
+                file=sys.stderr,
+                flush=True,
+            )
+            result = bench_session(session, args.llm_profile, Path(store))
+            totals = result.get("totals") or {}
+            print(
+                f"{session.session_id}: success={result['success']} wall={result['wall_time_s']}s "
+                f"F1={totals.get('by_name', {}).get('f1')} "
+                f"grounded F1={totals.get('grounded', {}).get('f1')}",
+                file=sys.stderr,
+                flush=True,
+            )
+            results.append(result)
+    models = sorted({r["model"] for r in results if "model" in r})
+    digests = sorted({r["pipeline_digest"] for r in results if "pipeline_digest" in r})
+    document = {
+        "benchmark": "quality",
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "cores": os.cpu_count(),
+        "profile": _rel(PROFILE),
+        "llm_profile": args.llm_profile,
+        "model": models[0] if len(models) == 1 else models,
+        "pipeline_digest": digests[0] if len(digests) == 1 else digests,
+        "sessions": results,
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(document, indent=2) + "\n")
+    print(f"wrote {out.name}", file=sys.stderr)
+    return 0 if all(r["success"] for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,122 @@
+"""`notarius eval BUNDLE --gold GOLD [--json]`: score a published bundle against a gold file,
+per lane (precision, recall and F1 by name and grounded, citation precision), as a table or as
+JSON for scripts. docs/evaluation.md says how each number is computed."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from notarius_dagster.cli_common import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def print_report(report: Any) -> None:
+    """The report as a rich table: one row per lane, then the micro-averaged totals."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=140)
+    console.print(
+        f"[bold]session[/bold] {report.session_id} against gold {report.gold_session_id}"
+        + ("" if report.source_checked else " (source digest not checked: the gold has none)")
+    )
+    table = Table(
+        "lane",
+        "status",
+        "pred",
+        "gold",
+        "P",
+        "R",
+        "F1",
+        "gP",
+        "gR",
+        "gF1",
+        "cite P",
+        "cited",
+        caption="P/R/F1: matched by name; gP/gR/gF1: grounded (a match must cite a unit of "
+        "its gold record); cite P: share of the matches' cited units that ground them",
+    )
+    status_text = {
+        "scored": "scored",
+        "missing_from_bundle": "MISSING",
+        "missing_from_gold": "not in gold",
+    }
+    rows = [
+        (
+            lane.lane_id,
+            status_text[lane.status]
+            + (
+                f" ({lane.bundle_status})"
+                if lane.status == "missing_from_bundle" and lane.bundle_status
+                else ""
+            ),
+            lane,
+        )
+        for lane in report.lanes
+    ]
+    rows.append(("total (micro)", f"{len(report.totals.lanes)} gold lane(s)", report.totals))
+    for index, (name, status, row) in enumerate(rows):
+        table.add_row(
+            name,
+            status,
+            str(row.predicted),
+            str(row.gold),
+            _pct(row.by_name.precision),
+            _pct(row.by_name.recall),
+            _pct(row.by_name.f1),
+            _pct(row.grounded.precision),
+            _pct(row.grounded.recall),
+            _pct(row.grounded.f1),
+            _pct(row.citation.precision),
+            str(row.citation.cited_units),
+            end_section=index == len(rows) - 2,
+        )
+    console.print(table)
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from notarius_dagster.dnd.evaluation_fields import DND_MATCH_FIELDS
+    from notarius_dagster.engine.errors import NotariusError
+    from notarius_dagster.engine.evaluation import evaluate
+
+    bundle, gold = Path(args.bundle), Path(args.gold)
+    if not bundle.is_dir():
+        print(
+            f"error: bundle {bundle.name!r} is not a folder (give a published bundle, "
+            "e.g. BUNDLES/<session-id>)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    if not gold.is_file():
+        print(f"error: gold {gold.name!r} not found", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        report = evaluate(bundle, gold, DND_MATCH_FIELDS)
+    except NotariusError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    if args.json:
+        print(report.model_dump_json(indent=2))
+    else:
+        print_report(report)
+    return EXIT_OK
+
+
+def add_eval_parser(sub: Any) -> None:
+    parser = sub.add_parser(
+        "eval",
+        help="score a published bundle against a gold file",
+        description="Per lane: precision, recall and F1 of the records by alias-aware name, "
+        "the same counting only records that cite a unit of their gold record, and citation "
+        "precision. See docs/evaluation.md.",
+    )
+    parser.add_argument("bundle", metavar="BUNDLE", help="a published bundle folder")
+    parser.add_argument("--gold", required=True, help="the session's gold file (JSON)")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.set_defaults(func=cmd_eval)

@@ -1,0 +1,582 @@
+"""Scores a published bundle against a gold file, per lane: precision, recall and F1 of the
+records by name, the same with grounding (a match must cite a unit of its gold record), and
+citation precision. Domain-neutral: what a lane's records are matched on comes from a table
+of `MatchFields` per artifact kind, passed in by the caller (each domain provides its own).
+
+How it is computed (docs/evaluation.md says the same for readers):
+
+- Names are compared after `normalize_name` (case, diacritics, possessives, punctuation,
+  whitespace and a leading article do not count). A predicted record's names are its match
+  field plus its alias field; a gold record's are its match field (a string or a list of
+  spellings) plus its `aliases`. Two records *name-match* when the name sets intersect and
+  every secondary field (`MatchFields.also`) that both records set agrees.
+- One-to-one matching, greedy in the bundle's record order: each predicted record takes the
+  still-unmatched, name-matching gold record that shares the most units with its citations
+  (ties: the earliest gold record). *Grounded* matching is a second, separate pass that only
+  accepts candidates sharing at least one unit. `many_to_one` kinds (one record per chunk,
+  where one gold record can span several chunks) let any number of predicted records take the
+  same gold record; recall then counts gold records matched at least once.
+- P = matched predicted / predicted, R = matched gold / gold, F1 = 2PR / (P + R). P is null
+  with no predictions, R null with no gold records; F1 is 0 when exactly one side is empty
+  and null when both are (nothing to measure).
+- Cited units of a predicted record: every unit its references cover, ranges expanded by
+  document position (the bundle's chunk map gives the order). Citation precision, over the
+  name-matched pairs: the share of their cited units that are among the matched gold
+  record's `unit_ids` (summed over pairs, so micro-averaged).
+- A lane in the gold but not in the bundle (rejected, or not in the profile) is scored as an
+  empty prediction, never skipped; a lane in the bundle but not in the gold is listed and
+  left out of the totals. Totals are micro-averaged: counts summed over the gold's lanes.
+
+Errors name the bundle folder, the file and the key path, never a value taken from them."""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from notarius_dagster.engine.errors import NotariusError
+from notarius_dagster.engine.gold import GoldFile, GoldRecord, gold_schema, load_gold
+
+REPORT_SCHEMA_ID = "notarius.eval.report"
+REPORT_SCHEMA_NAME = "notarius_eval_report_v1"
+ROUND_TO = 4
+
+
+class EvaluationError(NotariusError):
+    """A bundle cannot be scored against a gold file (unreadable, or made from another
+    transcript); the message names files and key paths only."""
+
+
+# --- what a lane is matched on ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MatchFields:
+    """How records of one artifact kind are matched against gold records.
+
+    `items`: the list field of the lane document; `name`: the field compared by name (both
+    sides); `aliases`: the predicted record's list of other names, if the kind has one (gold
+    records may always carry `aliases`); `also`: secondary fields compared when both records
+    set them; `refs`: the field holding the record's citations (one reference or a list);
+    `many_to_one`: several predicted records may match the same gold record."""
+
+    items: str
+    name: str
+    aliases: str | None = None
+    also: tuple[str, ...] = ()
+    refs: str = "source_refs"
+    many_to_one: bool = False
+
+
+# --- names -----------------------------------------------------------------------------------
+
+_QUOTES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "`": "'"})
+_POSSESSIVE = re.compile(r"(?<=\w)'s\b")
+_PLURAL_POSSESSIVE = re.compile(r"(?<=s)'(?=\s|$)")
+_NOT_WORD = re.compile(r"[^\w\s]|_")
+_ARTICLES = frozenset({"the", "a", "an"})
+
+
+def normalize_name(text: str) -> str:
+    """A name as the scorer compares it: diacritics dropped, case-folded, possessive `'s`
+    dropped, punctuation turned into spaces, whitespace collapsed, and a leading article
+    dropped when other words follow ("The Old Mill's" -> "old mill")."""
+    decomposed = unicodedata.normalize("NFKD", text)
+    plain = "".join(c for c in decomposed if not unicodedata.combining(c))
+    folded = plain.casefold().translate(_QUOTES)
+    folded = _PLURAL_POSSESSIVE.sub("", _POSSESSIVE.sub("", folded))
+    tokens = _NOT_WORD.sub(" ", folded).split()
+    if len(tokens) > 1 and tokens[0] in _ARTICLES:
+        tokens = tokens[1:]
+    return " ".join(tokens)
+
+
+def _spellings(value: Any) -> set[str]:
+    """Normalized spellings of a field value (a string, a number or a list of them)."""
+    values = value if isinstance(value, list) else [value]
+    out = {normalize_name(str(v)) for v in values if v is not None and not isinstance(v, bool)}
+    out.discard("")
+    return out
+
+
+# --- the report ------------------------------------------------------------------------------
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Prf(Frozen):
+    """Precision, recall and F1 of one matching (null where undefined, see the module doc)."""
+
+    matched_predicted: int = Field(ge=0)
+    matched_gold: int = Field(ge=0)
+    precision: float | None
+    recall: float | None
+    f1: float | None
+
+
+class CitationScore(Frozen):
+    """Cited units of name-matched predictions, and how many are the gold record's units."""
+
+    cited_units: int = Field(ge=0)
+    supported_units: int = Field(ge=0)
+    precision: float | None
+
+
+LaneStatus = Literal["scored", "missing_from_bundle", "missing_from_gold"]
+
+
+class LaneScore(Frozen):
+    lane_id: str
+    kind: str | None
+    status: LaneStatus
+    bundle_status: str | None = Field(
+        description="the lane's status in the manifest (accepted, rejected) or null when the "
+        "profile had no such lane"
+    )
+    predicted: int = Field(ge=0)
+    gold: int = Field(ge=0)
+    by_name: Prf
+    grounded: Prf
+    citation: CitationScore
+
+
+class Totals(Frozen):
+    """Micro-averaged over the gold's lanes (lanes missing from the bundle included)."""
+
+    lanes: list[str]
+    predicted: int
+    gold: int
+    by_name: Prf
+    grounded: Prf
+    citation: CitationScore
+
+
+class EvaluationReport(Frozen):
+    """What `notarius eval --json` prints and the quality check records."""
+
+    report_version: Literal["1"] = "1"
+    session_id: str
+    gold_session_id: str
+    source_digest: str | None
+    source_checked: bool = Field(description="the gold's source digest equals the bundle's")
+    lanes: list[LaneScore]
+    totals: Totals
+
+
+def report_schema() -> dict[str, Any]:
+    schema = EvaluationReport.model_json_schema()
+    schema["$id"] = REPORT_SCHEMA_ID
+    schema["title"] = REPORT_SCHEMA_NAME
+    return schema
+
+
+def evaluation_schemas() -> dict[str, dict[str, Any]]:
+    """Schema id -> JSON Schema of the evaluation documents (gold file, report)."""
+    gold = gold_schema()
+    return {gold["$id"]: gold, REPORT_SCHEMA_ID: report_schema()}
+
+
+# --- arithmetic ------------------------------------------------------------------------------
+
+
+def _ratio(num: int, den: int) -> float | None:
+    return round(num / den, ROUND_TO) if den else None
+
+
+def prf(matched_predicted: int, matched_gold: int, predicted: int, gold: int) -> Prf:
+    precision = _ratio(matched_predicted, predicted)
+    recall = _ratio(matched_gold, gold)
+    f1: float | None
+    if predicted == 0 and gold == 0:
+        f1 = None
+    elif predicted == 0 or gold == 0:
+        f1 = 0.0
+    else:
+        p, r = matched_predicted / predicted, matched_gold / gold
+        f1 = round(2 * p * r / (p + r), ROUND_TO) if p + r else 0.0
+    return Prf(
+        matched_predicted=matched_predicted,
+        matched_gold=matched_gold,
+        precision=precision,
+        recall=recall,
+        f1=f1,
+    )
+
+
+# --- matching --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Predicted:
+    names: frozenset[str]
+    also: Mapping[str, frozenset[str]]
+    cited: frozenset[int]
+    cited_count: int
+
+
+@dataclass(frozen=True)
+class _Gold:
+    names: frozenset[str]
+    also: Mapping[str, frozenset[str]]
+    units: frozenset[int]
+
+
+def _refs_of(record: Mapping[str, Any], refs_field: str) -> list[Mapping[str, Any]]:
+    value = record.get(refs_field)
+    if isinstance(value, Mapping):
+        return [value]
+    if isinstance(value, list):
+        return [r for r in value if isinstance(r, Mapping)]
+    return []
+
+
+def cited_units(
+    refs: Iterable[Mapping[str, Any]], positions: Mapping[int, int], order: Sequence[int]
+) -> list[int]:
+    """Every unit the references cover, in citation order without repeats. A range is
+    resolved by document position; a reference whose endpoints are not both in the document,
+    or that runs backwards, counts only its endpoints (they cannot be gold units)."""
+    out: dict[int, None] = {}
+    for ref in refs:
+        start, end = ref.get("start_unit_id"), ref.get("end_unit_id")
+        if not isinstance(start, int) or not isinstance(end, int):
+            continue
+        a, b = positions.get(start), positions.get(end)
+        if a is None or b is None or a > b:
+            out.update({start: None, end: None})
+        else:
+            out.update(dict.fromkeys(order[a : b + 1]))
+    return list(out)
+
+
+def _predicted(
+    record: Mapping[str, Any],
+    fields: MatchFields,
+    positions: Mapping[int, int],
+    order: Sequence[int],
+) -> _Predicted:
+    names = _spellings(record.get(fields.name))
+    if fields.aliases:
+        names |= _spellings(record.get(fields.aliases) or [])
+    cited = cited_units(_refs_of(record, fields.refs), positions, order)
+    also = {f: frozenset(_spellings(record.get(f))) for f in fields.also}
+    return _Predicted(frozenset(names), also, frozenset(cited), len(cited))
+
+
+def _gold(record: GoldRecord, fields: MatchFields) -> _Gold:
+    names = _spellings(record.value(fields.name)) | _spellings(record.aliases)
+    if fields.aliases and fields.aliases != "aliases":
+        names |= _spellings(record.value(fields.aliases))
+    also = {f: frozenset(_spellings(record.value(f))) for f in fields.also}
+    return _Gold(frozenset(names), also, frozenset(record.unit_ids))
+
+
+def _name_match(p: _Predicted, g: _Gold) -> bool:
+    if not p.names & g.names:
+        return False
+    # A secondary field is compared when both sides say something: silence is not a
+    # contradiction, a different value is.
+    return all(not p.also[f] or not g.also[f] or bool(p.also[f] & g.also[f]) for f in g.also)
+
+
+def _match(
+    predicted: Sequence[_Predicted], gold: Sequence[_Gold], *, grounded: bool, many_to_one: bool
+) -> list[tuple[int, int]]:
+    """(predicted index, gold index) pairs; see the module docstring for the rules."""
+    taken: set[int] = set()
+    pairs: list[tuple[int, int]] = []
+    for i, p in enumerate(predicted):
+        best: tuple[int, int] | None = None  # (shared units, -gold index)
+        for j, g in enumerate(gold):
+            if (j in taken and not many_to_one) or not _name_match(p, g):
+                continue
+            shared = len(p.cited & g.units)
+            if grounded and shared == 0:
+                continue
+            if best is None or (shared, -j) > best:
+                best = (shared, -j)
+        if best is not None:
+            j = -best[1]
+            pairs.append((i, j))
+            taken.add(j)
+    return pairs
+
+
+@dataclass
+class LaneCounts:
+    """Summable counts of one lane (or of the totals)."""
+
+    predicted: int = 0
+    gold: int = 0
+    name_pred: int = 0
+    name_gold: int = 0
+    grounded_pred: int = 0
+    grounded_gold: int = 0
+    cited: int = 0
+    supported: int = 0
+
+    def add(self, other: LaneCounts) -> None:
+        for name in self.__dataclass_fields__:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+    def scores(self) -> tuple[Prf, Prf, CitationScore]:
+        return (
+            prf(self.name_pred, self.name_gold, self.predicted, self.gold),
+            prf(self.grounded_pred, self.grounded_gold, self.predicted, self.gold),
+            CitationScore(
+                cited_units=self.cited,
+                supported_units=self.supported,
+                precision=_ratio(self.supported, self.cited),
+            ),
+        )
+
+
+def count_lane(
+    records: Sequence[Mapping[str, Any]],
+    gold: Sequence[GoldRecord],
+    fields: MatchFields,
+    order: Sequence[int],
+) -> LaneCounts:
+    """The counts of one lane: predicted records (in bundle order) against gold records."""
+    positions = {unit: pos for pos, unit in enumerate(order)}
+    preds = [_predicted(r, fields, positions, order) for r in records]
+    golds = [_gold(g, fields) for g in gold]
+    by_name = _match(preds, golds, grounded=False, many_to_one=fields.many_to_one)
+    grounded = _match(preds, golds, grounded=True, many_to_one=fields.many_to_one)
+    counts = LaneCounts(
+        predicted=len(preds),
+        gold=len(golds),
+        name_pred=len(by_name),
+        name_gold=len({j for _, j in by_name}),
+        grounded_pred=len(grounded),
+        grounded_gold=len({j for _, j in grounded}),
+    )
+    for i, j in by_name:
+        counts.cited += preds[i].cited_count
+        counts.supported += len(preds[i].cited & golds[j].units)
+    return counts
+
+
+# --- the bundle ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BundleLane:
+    lane_id: str
+    kind: str
+    records: list[Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
+class BundleView:
+    """What the scorer reads from a published bundle (resolved once, read consistently)."""
+
+    name: str
+    session_id: str
+    source_digest: str | None
+    order: list[int]
+    lanes: dict[str, BundleLane]
+    lane_status: dict[str, tuple[str | None, str]] = field(default_factory=dict)
+    """lane id -> (kind, manifest status) for every lane the manifest lists."""
+
+
+def _read_json(folder: Path, rel: str, name: str) -> Any:
+    if Path(rel).is_absolute() or ".." in Path(rel).parts:
+        raise EvaluationError(f"bundle {name!r}: index.json names a file outside the bundle")
+    path = folder / rel
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise EvaluationError(f"bundle {name!r}: {rel} is missing") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise EvaluationError(
+            f"bundle {name!r}: {rel} cannot be read ({type(exc).__name__})"
+        ) from None
+    except ValueError:
+        raise EvaluationError(f"bundle {name!r}: {rel} is not valid JSON") from None
+
+
+def load_bundle(path: Path, match_fields: Mapping[str, MatchFields]) -> BundleView:
+    """Read a published bundle through its index.json. The session's symlink is resolved once,
+    so every file comes from the same version. Lanes of kinds without match fields are kept
+    out (the scorer reports them as not in the table, if the gold has them)."""
+    name = path.name
+    folder = path.resolve()
+    if not (folder / "index.json").is_file():
+        raise EvaluationError(
+            f"bundle {name!r}: index.json is missing (not a published bundle folder)"
+        )
+    index = _read_json(folder, "index.json", name)
+    if not isinstance(index, dict) or not isinstance(index.get("lanes"), list):
+        raise EvaluationError(f"bundle {name!r}: index.json has no 'lanes' list")
+    manifest_rel = str((index.get("files") or {}).get("manifest") or "manifest.json")
+    manifest = _read_json(folder, manifest_rel, name) if (folder / manifest_rel).is_file() else {}
+    order: list[int] = []
+    chunk_map = index.get("chunk_map")
+    if isinstance(chunk_map, dict) and chunk_map.get("file"):
+        rel = str(chunk_map["file"])
+        chunk_doc = _read_json(folder, rel, name)
+        chunks = chunk_doc.get("chunks") if isinstance(chunk_doc, dict) else None
+        if not isinstance(chunks, list):
+            raise EvaluationError(f"bundle {name!r}: {rel} has no 'chunks' list")
+        seen: set[int] = set()
+        for chunk in chunks:
+            for unit in chunk.get("unit_ids", []) if isinstance(chunk, dict) else []:
+                if isinstance(unit, int) and unit not in seen:
+                    seen.add(unit)
+                    order.append(unit)
+    lanes: dict[str, BundleLane] = {}
+    for position, raw in enumerate(index["lanes"]):
+        entry: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        values = [entry.get(key) for key in ("lane_id", "kind", "file")]
+        if not all(isinstance(v, str) and v for v in values):
+            raise EvaluationError(
+                f"bundle {name!r}: index.json lanes[{position}] lacks lane_id, kind or file"
+            )
+        lane_id, kind, rel = (str(v) for v in values)
+        document = _read_json(folder, rel, name)
+        fields = match_fields.get(kind)
+        items: Any = []
+        if fields is not None:
+            items = document.get(fields.items) if isinstance(document, dict) else None
+            if not isinstance(items, list):
+                raise EvaluationError(f"bundle {name!r}: {rel} has no {fields.items!r} list")
+        lanes[lane_id] = BundleLane(lane_id, kind, [r for r in items if isinstance(r, dict)])
+    status: dict[str, tuple[str | None, str]] = {}
+    for lane in (manifest.get("artifact_lanes") or []) if isinstance(manifest, dict) else []:
+        if isinstance(lane, dict) and isinstance(lane.get("lane_id"), str):
+            status[lane["lane_id"]] = (lane.get("kind"), str(lane.get("status")))
+    return BundleView(
+        name=name,
+        session_id=str(index.get("session_id", "")),
+        source_digest=index.get("source_digest"),
+        order=order,
+        lanes=lanes,
+        lane_status=status,
+    )
+
+
+# --- scoring ---------------------------------------------------------------------------------
+
+
+def _lane_score(
+    lane_id: str,
+    kind: str | None,
+    status: LaneStatus,
+    bundle_status: str | None,
+    counts: LaneCounts,
+    *,
+    scored: bool = True,
+) -> LaneScore:
+    if scored:
+        by_name, grounded, citation = counts.scores()
+    else:
+        empty = Prf(matched_predicted=0, matched_gold=0, precision=None, recall=None, f1=None)
+        by_name, grounded = empty, empty
+        citation = CitationScore(cited_units=0, supported_units=0, precision=None)
+    return LaneScore(
+        lane_id=lane_id,
+        kind=kind,
+        status=status,
+        bundle_status=bundle_status,
+        predicted=counts.predicted,
+        gold=counts.gold,
+        by_name=by_name,
+        grounded=grounded,
+        citation=citation,
+    )
+
+
+def score_bundle(
+    bundle: BundleView,
+    gold: GoldFile,
+    match_fields: Mapping[str, MatchFields],
+    gold_name: str = "gold",
+) -> EvaluationReport:
+    """Score every lane of the gold (and list the bundle's other lanes); see the module doc."""
+    checked = False
+    if gold.source.digest is not None:
+        if bundle.source_digest != gold.source.digest:
+            raise EvaluationError(
+                f"bundle {bundle.name!r} was made from another transcript than gold "
+                f"{gold_name!r} describes (source digest differs)"
+            )
+        checked = True
+    lanes: list[LaneScore] = []
+    total = LaneCounts()
+    for lane_id in sorted(set(gold.lanes) | set(bundle.lanes)):
+        manifest_kind, manifest_status = bundle.lane_status.get(lane_id, (None, None))
+        published = bundle.lanes.get(lane_id)
+        if lane_id not in gold.lanes:
+            assert published is not None
+            counts = LaneCounts(predicted=len(published.records))
+            lanes.append(
+                _lane_score(
+                    lane_id,
+                    published.kind,
+                    "missing_from_gold",
+                    manifest_status or "accepted",
+                    counts,
+                    scored=False,
+                )
+            )
+            continue
+        records = gold.lanes[lane_id]
+        if published is None:
+            counts = LaneCounts(gold=len(records))
+            lanes.append(
+                _lane_score(lane_id, manifest_kind, "missing_from_bundle", manifest_status, counts)
+            )
+            total.add(counts)
+            continue
+        fields = match_fields.get(published.kind)
+        if fields is None:
+            raise EvaluationError(
+                f"gold {gold_name!r}: lanes.{lane_id}: the bundle's kind "
+                f"{published.kind!r} has no match fields"
+            )
+        for position, record in enumerate(records):
+            if not _spellings(record.value(fields.name)):
+                raise EvaluationError(
+                    f"gold {gold_name!r}: lanes.{lane_id}[{position}]: no "
+                    f"{fields.name!r} (the lane's match field)"
+                )
+        counts = count_lane(published.records, records, fields, bundle.order)
+        lanes.append(
+            _lane_score(lane_id, published.kind, "scored", manifest_status or "accepted", counts)
+        )
+        total.add(counts)
+    by_name, grounded, citation = total.scores()
+    totals = Totals(
+        lanes=sorted(gold.lanes),
+        predicted=total.predicted,
+        gold=total.gold,
+        by_name=by_name,
+        grounded=grounded,
+        citation=citation,
+    )
+    return EvaluationReport(
+        session_id=bundle.session_id,
+        gold_session_id=gold.session_id,
+        source_digest=bundle.source_digest,
+        source_checked=checked,
+        lanes=lanes,
+        totals=totals,
+    )
+
+
+def evaluate(
+    bundle_path: Path, gold_path: Path, match_fields: Mapping[str, MatchFields]
+) -> EvaluationReport:
+    """Load both files and score (what the command and the quality check call)."""
+    gold = load_gold(gold_path)
+    return score_bundle(load_bundle(bundle_path, match_fields), gold, match_fields, gold_path.name)

@@ -1,0 +1,100 @@
+"""The quality check on `session_bundle`, through real session runs on an ephemeral Dagster
+instance: with a gold file in the store it records the scores as numeric metadata for the
+partition; without one it passes saying "no gold"; a gold file it cannot use is a WARN
+failure that does not fail the run."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from dagster import AssetCheckSeverity, DagsterInstance
+from dagster._core.events import DagsterEventType
+
+from assets.quality import CHECK_NAME, NO_GOLD, gold_path, quality_metadata
+from notarius_dagster.dnd.evaluation_fields import DND_MATCH_FIELDS
+from notarius_dagster.engine.evaluation import evaluate
+from notarius_dagster.engine.transcripts import register_transcript
+from notarius_dagster.llm.test_double import scripted_llm
+from notarius_dagster.runner import run_session
+from tests.conftest import DATA, REPO
+from tests.lane_doubles import complete_responder
+
+SAMPLE = REPO / "samples" / "crd3-c2e001-slice.jsonl"
+GOLD = DATA / "gold" / "crd3-c2e001-slice.json"
+LANES = ("npcs", "scene-descriptions", "combat-turns", "spells", "item-events", "npc-interactions")
+
+
+def run(tmp_path: Path, instance: DagsterInstance, session: str) -> Any:
+    """Materialize the sample as `session`; returns the quality check's evaluation."""
+    data = tmp_path / "data"
+    register_transcript(data / "transcripts", session, SAMPLE)
+    with scripted_llm(complete_responder):
+        outcome = run_session(
+            session_id=session,
+            profile=REPO / "configs" / "dnd-complete.yaml",
+            data_root=data,
+            llm_profile="test-double",
+            instance=instance,
+            quiet=True,
+        )
+    assert outcome.success, outcome.error
+    records = instance.get_records_for_run(
+        outcome.run_id, of_type=DagsterEventType.ASSET_CHECK_EVALUATION
+    ).records
+    found = [
+        r.event_log_entry.dagster_event.event_specific_data
+        for r in records
+        if r.event_log_entry.dagster_event is not None
+    ]
+    quality = [e for e in found if e.check_name == CHECK_NAME]
+    assert len(quality) == 1 and quality[0].asset_key.to_user_string() == "session_bundle"
+    assert quality[0].partition == session
+    return quality[0]
+
+
+def test_with_gold_the_check_records_the_scores_per_lane(
+    tmp_path: Path, instance: DagsterInstance
+) -> None:
+    target = gold_path(tmp_path / "data", "graded")
+    target.parent.mkdir(parents=True)
+    shutil.copyfile(GOLD, target)
+    check = run(tmp_path, instance, "graded")
+    assert check.passed and check.severity == AssetCheckSeverity.WARN
+    metadata = {key: value.value for key, value in check.metadata.items()}
+    expected = evaluate(tmp_path / "data" / "bundles" / "graded", target, DND_MATCH_FIELDS)
+    assert metadata == quality_metadata(expected)
+    for lane in LANES:
+        assert isinstance(metadata[f"{lane}.f1"], float)
+        assert isinstance(metadata[f"{lane}.grounded_f1"], float)
+    assert metadata["spells.grounded_f1"] == 1.0  # the double's two castings are the gold's
+    assert metadata["gold"] is True and metadata["lanes_missing_from_bundle"] == 0
+    assert "total.f1" in metadata and "by name" in (check.description or "")
+    texts = [json.loads(line)["text"] for line in SAMPLE.read_text().splitlines()]
+    assert not any(t in json.dumps(metadata) for t in texts if len(t) > 20)
+
+    # A second run of the same partition adds a second point to the same series.
+    again = run(tmp_path, instance, "graded")
+    assert {k: v.value for k, v in again.metadata.items()} == metadata
+
+
+def test_without_gold_the_check_passes_and_says_so(
+    tmp_path: Path, instance: DagsterInstance
+) -> None:
+    check = run(tmp_path, instance, "ungraded")
+    assert check.passed and check.description == NO_GOLD
+    assert {k: v.value for k, v in check.metadata.items()} == {"gold": False}
+
+
+def test_an_unusable_gold_warns_without_failing_the_run(
+    tmp_path: Path, instance: DagsterInstance
+) -> None:
+    target = gold_path(tmp_path / "data", "mismatched")
+    target.parent.mkdir(parents=True)
+    shutil.copyfile(DATA / "gold" / "fireball-sea-hag.json", target)  # another transcript
+    check = run(tmp_path, instance, "mismatched")
+    assert not check.passed and check.severity == AssetCheckSeverity.WARN
+    assert "another transcript" in (check.description or "")
+    assert str(tmp_path) not in (check.description or "")
