@@ -202,12 +202,21 @@ KEY_ENV = "NOTARIUS_FAKE_PROVIDER_KEY"
 
 
 def profile_for(
-    base: Path, folder: Path, api_base: str, *, name: str = "fake", **llm: Any
+    base: Path,
+    folder: Path,
+    api_base: str,
+    *,
+    name: str = "fake",
+    publish: dict[str, Any] | None = None,
+    **llm: Any,
 ) -> Path:
     """A copy of pipeline profile `base` in `folder` whose LLM profile is the fake provider at
-    `api_base` (model `openai/fake`, key from `KEY_ENV`; `llm` overrides timeout, retries...)."""
+    `api_base` (model `openai/fake`, key from `KEY_ENV`; `llm` overrides timeout, retries...);
+    `publish` replaces the pipeline's publish policy."""
     config = yaml.safe_load(base.read_text())
     config["pipeline"]["llm_profile"] = name
+    if publish is not None:
+        config["pipeline"]["publish"] = publish
     config.setdefault("llm_profiles", {})[name] = {
         "model": "openai/fake", "api_base": api_base, "api_key_env": KEY_ENV,
         "timeout_s": 2, "retries": 0, "max_concurrency": 2, **llm,

@@ -83,3 +83,10 @@ def test_a_summary_never_shares_sixteen_characters_with_what_was_sent() -> None:
     assert safe_summary("quick brown fox jumps over", sent) == ""
     assert safe_summary("Request rejected: quick brown fox", sent) == "Request rejected"
     assert safe_summary('model not found: "the lazy dog"', sent) == "model not found"
+
+
+def test_a_run_id_stays_readable_but_a_key_of_the_same_length_does_not() -> None:
+    """A refusal names the run to wait for; a UUID is Dagster's run id, not a secret."""
+    run_id = "6b74d4ca-569e-44f8-a5f3-c1abd5ac0c70"
+    assert run_id in redact_secrets(f"session 's1' has a run in progress: {run_id} (STARTED)")
+    assert "Ab3dE6gH9jK2mN5pQ8sT1vW4" not in redact_secrets("token Ab3dE6gH9jK2mN5pQ8sT1vW4")

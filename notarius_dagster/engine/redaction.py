@@ -35,8 +35,15 @@ _URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]+@")
 _LONG_SECRETISH = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{24,}={0,2}(?![A-Za-z0-9+/_-])")
 
 
+_RUN_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
 def _looks_random(token: str) -> bool:
-    """A long run of letters and digits mixed is a key, a hash or a token, not a word."""
+    """A long run of letters and digits mixed is a key, a hash or a token, not a word. A
+    lowercase UUID is the exception: it is how Dagster names runs, and a message that names a
+    run (`wait for run ...`) must keep it."""
+    if _RUN_ID.fullmatch(token):
+        return False
     has_digit = any(c.isdigit() for c in token)
     has_alpha = any(c.isalpha() for c in token)
     return has_digit and has_alpha
