@@ -68,8 +68,10 @@ def max_rejection_rate() -> float:
     except ValueError:
         value = -1.0
     if not 0.0 <= value <= 1.0:
-        raise NotariusError(f"{MAX_REJECTION_RATE_ENV} must be a number from 0 to 1 (the "
-                            f"share of a lane's chunks that may be rejected), got {raw!r}")
+        raise NotariusError(
+            f"{MAX_REJECTION_RATE_ENV} must be a number from 0 to 1 (the "
+            f"share of a lane's chunks that may be rejected), got {raw!r}"
+        )
     return value
 
 
@@ -89,96 +91,158 @@ def _problems_metadata(problems: list[str]) -> dict[str, Any]:
 
 def schema_result(lane_key: AssetKey, result: LaneResult) -> AssetCheckResult:
     if result.payload is None:
-        return AssetCheckResult(asset_key=lane_key, check_name="schema_valid", passed=True,
-                                description="no accepted payload to validate (see "
-                                            "rejection_rate)", metadata={"kind": result.kind})
+        return AssetCheckResult(
+            asset_key=lane_key,
+            check_name="schema_valid",
+            passed=True,
+            description="no accepted payload to validate (see rejection_rate)",
+            metadata={"kind": result.kind},
+        )
     problems = schema_problems(get_kind(result.kind), result.payload)
     return AssetCheckResult(
-        asset_key=lane_key, check_name="schema_valid", passed=not problems,
-        description=None if not problems else f"{len(problems)} schema problem(s) in the "
-                                                  f"accepted {result.kind} payload",
-        metadata={"kind": result.kind, **_problems_metadata(problems)})
+        asset_key=lane_key,
+        check_name="schema_valid",
+        passed=not problems,
+        description=None
+        if not problems
+        else f"{len(problems)} schema problem(s) in the accepted {result.kind} payload",
+        metadata={"kind": result.kind, **_problems_metadata(problems)},
+    )
 
 
-def refs_result(lane_key: AssetKey, result: LaneResult,
-                document: SourceDocument) -> AssetCheckResult:
+def refs_result(
+    lane_key: AssetKey, result: LaneResult, document: SourceDocument
+) -> AssetCheckResult:
     if result.payload is None:
-        return AssetCheckResult(asset_key=lane_key, check_name="source_refs_in_document",
-                                passed=True, description="no accepted payload to check",
-                                metadata={"references": 0})
+        return AssetCheckResult(
+            asset_key=lane_key,
+            check_name="source_refs_in_document",
+            passed=True,
+            description="no accepted payload to check",
+            metadata={"references": 0},
+        )
     kind = get_kind(result.kind)
     try:
         refs = kind.source_refs(result.payload)
     except ValueError as exc:  # pydantic ValidationError: the schema check says where
-        return AssetCheckResult(asset_key=lane_key, check_name="source_refs_in_document",
-                                passed=False, description="the payload does not parse as "
-                                f"{result.kind} ({type(exc).__name__}); see schema_valid",
-                                metadata={"references": 0})
+        return AssetCheckResult(
+            asset_key=lane_key,
+            check_name="source_refs_in_document",
+            passed=False,
+            description="the payload does not parse as "
+            f"{result.kind} ({type(exc).__name__}); see schema_valid",
+            metadata={"references": 0},
+        )
     problems = ref_problems(refs, document.source_id, document.position_index())
     return AssetCheckResult(
-        asset_key=lane_key, check_name="source_refs_in_document", passed=not problems,
-        description=None if not problems else f"{len(problems)} of {len(refs)} source "
-                                                  "reference(s) point outside the document",
-        metadata={"references": len(refs), "units_in_document": len(document.units),
-                  **_problems_metadata(problems)})
+        asset_key=lane_key,
+        check_name="source_refs_in_document",
+        passed=not problems,
+        description=None
+        if not problems
+        else f"{len(problems)} of {len(refs)} source reference(s) point outside the document",
+        metadata={
+            "references": len(refs),
+            "units_in_document": len(document.units),
+            **_problems_metadata(problems),
+        },
+    )
 
 
 def rejection_result(lane_key: AssetKey, result: LaneResult, threshold: float) -> AssetCheckResult:
     rate = rejection_rate(result)
     passed = rate <= threshold
     return AssetCheckResult(
-        asset_key=lane_key, check_name="rejection_rate", passed=passed,
+        asset_key=lane_key,
+        check_name="rejection_rate",
+        passed=passed,
         severity=AssetCheckSeverity.WARN,
-        description=None if passed else f"{rate:.0%} rejected, above the {threshold:.0%} "
-                                        f"allowed by {MAX_REJECTION_RATE_ENV}",
-        metadata={"rejection_rate": round(rate, 4), "max_rejection_rate": threshold,
-                  "rejected_chunks": result.stats.rejected, "chunks": result.stats.chunks,
-                  "rejections": len(result.rejections), "status": result.status})
+        description=None
+        if passed
+        else f"{rate:.0%} rejected, above the {threshold:.0%} allowed by {MAX_REJECTION_RATE_ENV}",
+        metadata={
+            "rejection_rate": round(rate, 4),
+            "max_rejection_rate": threshold,
+            "rejected_chunks": result.stats.rejected,
+            "chunks": result.stats.chunks,
+            "rejections": len(result.rejections),
+            "status": result.status,
+        },
+    )
 
 
-def policy_result(lane_key: AssetKey, result: LaneResult,
-                  policy: PublishConfig) -> AssetCheckResult:
+def policy_result(
+    lane_key: AssetKey, result: LaneResult, policy: PublishConfig
+) -> AssetCheckResult:
     """The blocking form of `rejection_rate`: the publish policy, ERROR when the lane is below."""
     problem = below_policy(policy, result)
     return AssetCheckResult(
-        asset_key=lane_key, check_name="rejection_rate", passed=problem is None,
-        severity=AssetCheckSeverity.ERROR, description=problem,
-        metadata={"rejection_rate": round(rejection_rate(result), 4),
-                  "min_accepted_chunk_share": policy.min_accepted_chunk_share,
-                  "rejected_chunks": result.stats.rejected, "chunks": result.stats.chunks,
-                  "rejections": len(result.rejections),
-                  "records_rejected": result.stats.records_rejected, "status": result.status})
+        asset_key=lane_key,
+        check_name="rejection_rate",
+        passed=problem is None,
+        severity=AssetCheckSeverity.ERROR,
+        description=problem,
+        metadata={
+            "rejection_rate": round(rejection_rate(result), 4),
+            "min_accepted_chunk_share": policy.min_accepted_chunk_share,
+            "rejected_chunks": result.stats.rejected,
+            "chunks": result.stats.chunks,
+            "rejections": len(result.rejections),
+            "records_rejected": result.stats.records_rejected,
+            "status": result.status,
+        },
+    )
 
 
-def build_lane_checks(lane: ResolvedLane, threshold: float,
-                      policy: PublishConfig | None = None) -> AssetChecksDefinition:
+def build_lane_checks(
+    lane: ResolvedLane, threshold: float, policy: PublishConfig | None = None
+) -> AssetChecksDefinition:
     """The lane's checks; with a blocking `policy` (`policy.blocking_checks`) the rejection
     check is the publish policy and blocks downstream assets."""
     key = AssetKey(asset_name(lane.id))
     blocking = policy is not None and policy.blocking_checks
     rate_description = (
         f"At least {policy.min_accepted_chunk_share:.0%} of the lane's chunk extractions are "
-        f"accepted ({POLICY_KEY}; blocking)" if policy is not None and blocking else
-        f"At most {threshold:.0%} of the lane's chunk extractions are rejected "
+        f"accepted ({POLICY_KEY}; blocking)"
+        if policy is not None and blocking
+        else f"At most {threshold:.0%} of the lane's chunk extractions are rejected "
         f"({MAX_REJECTION_RATE_ENV}; WARN)."
     )
     specs = [
-        AssetCheckSpec("schema_valid", asset=key, partitions_def=sessions_partitions,
-                       description=f"The accepted payload validates as {lane.kind}."),
-        AssetCheckSpec("source_refs_in_document", asset=key, partitions_def=sessions_partitions,
-                       additional_deps=["source_document"],
-                       description="Every source reference names this session and an ordered "
-                                   "range of units that exist in its source document."),
-        AssetCheckSpec("rejection_rate", asset=key, partitions_def=sessions_partitions,
-                       blocking=blocking, description=rate_description),
+        AssetCheckSpec(
+            "schema_valid",
+            asset=key,
+            partitions_def=sessions_partitions,
+            description=f"The accepted payload validates as {lane.kind}.",
+        ),
+        AssetCheckSpec(
+            "source_refs_in_document",
+            asset=key,
+            partitions_def=sessions_partitions,
+            additional_deps=["source_document"],
+            description="Every source reference names this session and an ordered "
+            "range of units that exist in its source document.",
+        ),
+        AssetCheckSpec(
+            "rejection_rate",
+            asset=key,
+            partitions_def=sessions_partitions,
+            blocking=blocking,
+            description=rate_description,
+        ),
     ]
 
-    @multi_asset_check(name=f"{asset_name(lane.id)}_checks", specs=specs,
-                       ins={"lane_result": AssetIn(key),
-                            "source_document": AssetIn("source_document")},
-                       description=f"Checks of the `{lane.id}` lane.")
-    def lane_checks(context: AssetCheckExecutionContext, lane_result: LaneResult,
-                    source_document: SourceDocument) -> Iterator[AssetCheckResult]:
+    @multi_asset_check(
+        name=f"{asset_name(lane.id)}_checks",
+        specs=specs,
+        ins={"lane_result": AssetIn(key), "source_document": AssetIn("source_document")},
+        description=f"Checks of the `{lane.id}` lane.",
+    )
+    def lane_checks(
+        context: AssetCheckExecutionContext,
+        lane_result: LaneResult,
+        source_document: SourceDocument,
+    ) -> Iterator[AssetCheckResult]:
         yield schema_result(key, lane_result)
         yield refs_result(key, lane_result, source_document)
         if policy is not None and blocking:
@@ -190,25 +254,36 @@ def build_lane_checks(lane: ResolvedLane, threshold: float,
 
 
 def build_bundle_check() -> AssetChecksDefinition:
-    spec = AssetCheckSpec("files_match_index", asset=BUNDLE_ASSET,
-                          partitions_def=sessions_partitions,
-                          description="Every file index.json lists exists and parses (the "
-                                      "bundle's own documents validate against their "
-                                      "schemas), every lane file is listed, and no stray "
-                                      "file is published.")
+    spec = AssetCheckSpec(
+        "files_match_index",
+        asset=BUNDLE_ASSET,
+        partitions_def=sessions_partitions,
+        description="Every file index.json lists exists and parses (the "
+        "bundle's own documents validate against their "
+        "schemas), every lane file is listed, and no stray "
+        "file is published.",
+    )
 
-    @multi_asset_check(name="session_bundle_checks", specs=[spec],
-                       description="Checks of the published bundle.")
-    def bundle_checks(context: AssetCheckExecutionContext,
-                      store: BundleStore) -> Iterator[AssetCheckResult]:
+    @multi_asset_check(
+        name="session_bundle_checks", specs=[spec], description="Checks of the published bundle."
+    )
+    def bundle_checks(
+        context: AssetCheckExecutionContext, store: BundleStore
+    ) -> Iterator[AssetCheckResult]:
         session_id = context.partition_key
         check = check_published_bundle(store.bundles / session_id)
         yield AssetCheckResult(
-            asset_key=BUNDLE_ASSET, check_name="files_match_index", passed=check.passed,
-            description=None if check.passed else f"{len(check.problems)} problem(s) in the "
-                                                      f"published bundle of {session_id}",
-            metadata={"listed_files": check.listed_files,
-                      **_problems_metadata(list(check.problems))})
+            asset_key=BUNDLE_ASSET,
+            check_name="files_match_index",
+            passed=check.passed,
+            description=None
+            if check.passed
+            else f"{len(check.problems)} problem(s) in the published bundle of {session_id}",
+            metadata={
+                "listed_files": check.listed_files,
+                **_problems_metadata(list(check.problems)),
+            },
+        )
 
     return bundle_checks
 
@@ -218,7 +293,6 @@ def build_asset_checks(pipeline: ResolvedPipeline) -> list[AssetChecksDefinition
     with warnings.catch_warnings():
         # Partitioned checks are a preview feature in Dagster 1.13 (see the module docstring).
         warnings.simplefilter("ignore", PreviewWarning)
-        checks = [build_lane_checks(lane, threshold, pipeline.publish)
-                  for lane in pipeline.lanes]
+        checks = [build_lane_checks(lane, threshold, pipeline.publish) for lane in pipeline.lanes]
         checks.append(build_bundle_check())
     return checks

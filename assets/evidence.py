@@ -48,31 +48,43 @@ def build_evidence_context_asset(pipeline: ResolvedPipeline) -> AssetsDefinition
     # The policy is part of the code version: a new window or allowlist makes it stale.
     code_version = f"{_CODE_VERSION}-{digest_of(policy).split(':', 1)[1][:12]}"
 
-    @asset(name=EVIDENCE_ASSET, group_name=PUBLISH_GROUP, owners=owners(),
-           partitions_def=sessions_partitions, ins=ins, code_version=code_version,
-           kinds={"python", "json"}, automation_condition=session_condition(),
-           description=f"Transcript units within {window} unit(s) of what the allowlisted lanes "
-                       f"({', '.join(allowlist)}) cite, deduplicated; published as "
-                       "evidence-context.json. Depends on: source_document and the "
-                       "allowlisted lanes in this profile.")
-    def evidence_context(context: AssetExecutionContext,
-                         **upstream: Any) -> Output[EvidenceContext]:
+    @asset(
+        name=EVIDENCE_ASSET,
+        group_name=PUBLISH_GROUP,
+        owners=owners(),
+        partitions_def=sessions_partitions,
+        ins=ins,
+        code_version=code_version,
+        kinds={"python", "json"},
+        automation_condition=session_condition(),
+        description=f"Transcript units within {window} unit(s) of what the allowlisted lanes "
+        f"({', '.join(allowlist)}) cite, deduplicated; published as "
+        "evidence-context.json. Depends on: source_document and the "
+        "allowlisted lanes in this profile.",
+    )
+    def evidence_context(
+        context: AssetExecutionContext, **upstream: Any
+    ) -> Output[EvidenceContext]:
         ensure_run_tags(context, pipeline)
         document: SourceDocument = upstream["source_document"]
         results = [upstream[asset_name(lane_id)] for lane_id in in_run]
         try:
-            evidence = build_evidence_context(document, results, lanes=allowlist,
-                                              window_units=window)
+            evidence = build_evidence_context(
+                document, results, lanes=allowlist, window_units=window
+            )
         except EvidenceError as exc:
             raise Failure(description=f"{EVIDENCE_ASSET}: {exc}") from None
-        return Output(evidence, metadata={
-            "contexts": len(evidence.contexts),
-            "units": evidence.unit_count(),
-            "direct_references": evidence.reference_count(),
-            "window_units": evidence.window_units,
-            "lanes_contributing": MetadataValue.json(evidence.contributing_lanes()),
-            "lanes_allowlisted": MetadataValue.json(list(evidence.lanes)),
-            "lanes_in_run": MetadataValue.json(in_run),
-        })
+        return Output(
+            evidence,
+            metadata={
+                "contexts": len(evidence.contexts),
+                "units": evidence.unit_count(),
+                "direct_references": evidence.reference_count(),
+                "window_units": evidence.window_units,
+                "lanes_contributing": MetadataValue.json(evidence.contributing_lanes()),
+                "lanes_allowlisted": MetadataValue.json(list(evidence.lanes)),
+                "lanes_in_run": MetadataValue.json(in_run),
+            },
+        )
 
     return evidence_context

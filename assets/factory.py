@@ -133,8 +133,11 @@ def runtime_references_config(
     lanes = {asset_name(lane.id) for lane in pipeline.lanes}
     return {
         "ops": {
-            name: {"config": {**config, RETRY_REJECTED_CONFIG: True}
-                   if retry_rejected and name in lanes else config}
+            name: {
+                "config": {**config, RETRY_REJECTED_CONFIG: True}
+                if retry_rejected and name in lanes
+                else config
+            }
             for name in runtime_reference_assets(pipeline)
         }
     }
@@ -269,17 +272,26 @@ def build_source_document_asset(plan: RunPipeline) -> AssetsDefinition:
             raise Failure(description=missing_transcript_message(context.partition_key))
         # The transcript this run read, recorded on the external `transcript` asset from inside
         # the run, so automation sees it as handled by this run (no second run for it).
-        context.log_event(AssetMaterialization(
-            asset_key=TRANSCRIPT, partition=context.partition_key,
-            metadata={"sha256": sha256, "recorded_by": "source_document"}))
+        context.log_event(
+            AssetMaterialization(
+                asset_key=TRANSCRIPT,
+                partition=context.partition_key,
+                metadata={"sha256": sha256, "recorded_by": "source_document"},
+            )
+        )
         try:
             document = load_source_document(
-                plan, config.overrides(), transcripts=store.transcripts,
+                plan,
+                config.overrides(),
+                transcripts=store.transcripts,
                 session_id=context.partition_key,
             )
             inputs = external_inputs_digest(
-                plan, config.overrides(), transcripts=store.transcripts,
-                session_id=context.partition_key, llm_fingerprint=llm.fingerprint(),
+                plan,
+                config.overrides(),
+                transcripts=store.transcripts,
+                session_id=context.partition_key,
+                llm_fingerprint=llm.fingerprint(),
             )
         except NotariusError as exc:
             raise _fail(exc, "source_document") from None
@@ -407,10 +419,12 @@ def build_lane_asset(plan: RunPipeline, lane: ResolvedLane) -> AssetsDefinition:
                 raise _fail(
                     exc, f"lane {lane.id}: failed in each of {attempt} step attempts; last"
                 ) from None
-            context.log.warning(redact_secrets(
-                f"lane {lane.id}: step attempt {attempt} of {LANE_STEP_RETRIES + 1} failed "
-                f"({exc}); retrying in {STEP_RETRY_WAIT_S} s"
-            ))
+            context.log.warning(
+                redact_secrets(
+                    f"lane {lane.id}: step attempt {attempt} of {LANE_STEP_RETRIES + 1} failed "
+                    f"({exc}); retrying in {STEP_RETRY_WAIT_S} s"
+                )
+            )
             raise RetryRequested(
                 max_retries=LANE_STEP_RETRIES, seconds_to_wait=STEP_RETRY_WAIT_S
             ) from None
@@ -472,8 +486,11 @@ def build_bundle_asset(pipeline: ResolvedPipeline, *, with_evidence: bool) -> As
         session_id = context.partition_key
         results = [upstream[asset_name(lane.id)] for lane in pipeline.lanes]
         ran = lanes_materialized_in_run(
-            context.instance, context.run_id, session_id,
-            [AssetKey(asset_name(lane.id)) for lane in pipeline.lanes])
+            context.instance,
+            context.run_id,
+            session_id,
+            [AssetKey(asset_name(lane.id)) for lane in pipeline.lanes],
+        )
         served_at = os.environ.get(REPORT_BASE_URL_ENV, "").strip()
         return MaterializeResult(
             metadata=bundle_metadata(

@@ -36,9 +36,11 @@ def preview_table(result: LaneResult, items_field: str | None) -> str:
         return "_no records_"
     fields = get_kind(result.kind).preview_fields
     records = result.payload.get(items_field, [])[:PREVIEW_ROWS]
-    rows = [{k: _cell(r[k]) for k in fields
-             if k in r and isinstance(r[k], str | int | float | bool)}
-            for r in records if isinstance(r, dict)]
+    rows = [
+        {k: _cell(r[k]) for k in fields if k in r and isinstance(r[k], str | int | float | bool)}
+        for r in records
+        if isinstance(r, dict)
+    ]
     if not rows:
         return "_no records_"
     return pd.DataFrame(rows, dtype=object).fillna("").to_markdown(index=False)

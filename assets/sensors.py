@@ -35,8 +35,9 @@ INBOX_SENSOR_NAME = "inbox_sensor"
 _MAX_REVISIONS = 100
 
 
-def run_key_for(context: SensorEvaluationContext, transcript: InboxTranscript, *,
-                readded: bool = False) -> str:
+def run_key_for(
+    context: SensorEvaluationContext, transcript: InboxTranscript, *, readded: bool = False
+) -> str:
     """`<session>:<sha256>`, so Dagster launches each version of a transcript once.
 
     Dagster drops a request whose run key this sensor already used. That is right when a tick
@@ -44,9 +45,16 @@ def run_key_for(context: SensorEvaluationContext, transcript: InboxTranscript, *
     when a file goes back to content that ran before (an edit undone) or its deleted partition
     is added again: then the key gets a revision suffix (`:2`, `:3`, ...) so it runs."""
     base = f"{transcript.session_id}:{transcript.sha256}"
-    latest = [] if readded else context.instance.get_runs(
-        RunsFilter(tags={SENSOR_NAME_TAG: INBOX_SENSOR_NAME,
-                         PARTITION_NAME_TAG: transcript.session_id}), limit=1)
+    latest = (
+        []
+        if readded
+        else context.instance.get_runs(
+            RunsFilter(
+                tags={SENSOR_NAME_TAG: INBOX_SENSOR_NAME, PARTITION_NAME_TAG: transcript.session_id}
+            ),
+            limit=1,
+        )
+    )
     if latest:
         latest_key = latest[0].tags.get(RUN_KEY_TAG, "")
         if latest_key == base or latest_key.startswith(base + ":"):
@@ -54,14 +62,16 @@ def run_key_for(context: SensorEvaluationContext, transcript: InboxTranscript, *
     for revision in range(1, _MAX_REVISIONS + 1):
         key = base if revision == 1 else f"{base}:{revision}"
         used = context.instance.get_runs(
-            RunsFilter(tags={SENSOR_NAME_TAG: INBOX_SENSOR_NAME, RUN_KEY_TAG: key}), limit=1)
+            RunsFilter(tags={SENSOR_NAME_TAG: INBOX_SENSOR_NAME, RUN_KEY_TAG: key}), limit=1
+        )
         if not used:
             return key
     return f"{base}:{time.time_ns()}"
 
 
-def build_inbox_sensor(store: StorePaths, limits: InboxLimits | None = None, *,
-                       run_tags: dict[str, str] | None = None) -> SensorDefinition:
+def build_inbox_sensor(
+    store: StorePaths, limits: InboxLimits | None = None, *, run_tags: dict[str, str] | None = None
+) -> SensorDefinition:
     """`run_tags`: the code location's tags for every run (assets/run_tags.py); each request
     adds its session's `notarius/session`."""
     limits = limits or InboxLimits.from_env()
@@ -79,20 +89,28 @@ def build_inbox_sensor(store: StorePaths, limits: InboxLimits | None = None, *,
         ),
     )
     def inbox_sensor(context: SensorEvaluationContext) -> SensorResult:
-        partitions = context.instance.get_dynamic_partitions(sessions_partitions.name or
-                                                             "sessions")
-        intake = take_inbox(store.inbox, store.transcripts, InboxCursor.from_json(context.cursor),
-                            limits, partitions=set(partitions))
+        partitions = context.instance.get_dynamic_partitions(sessions_partitions.name or "sessions")
+        intake = take_inbox(
+            store.inbox,
+            store.transcripts,
+            InboxCursor.from_json(context.cursor),
+            limits,
+            partitions=set(partitions),
+        )
         for line in intake.log:
             (context.log.info if line.level == "info" else context.log.warning)(line.message)
         requests = [
             RunRequest(
-                run_key=run_key_for(context, transcript,
-                                    readded=transcript.session_id in intake.readded),
+                run_key=run_key_for(
+                    context, transcript, readded=transcript.session_id in intake.readded
+                ),
                 partition_key=transcript.session_id,
-                tags={**static_tags, SESSION_TAG: transcript.session_id,
-                      "notarius/inbox_file": transcript.name[:200],
-                      "notarius/content_sha256": transcript.sha256},
+                tags={
+                    **static_tags,
+                    SESSION_TAG: transcript.session_id,
+                    "notarius/inbox_file": transcript.name[:200],
+                    "notarius/content_sha256": transcript.sha256,
+                },
             )
             for transcript in intake.taken
         ]
@@ -101,8 +119,9 @@ def build_inbox_sensor(store: StorePaths, limits: InboxLimits | None = None, *,
             return SensorResult(skip_reason=intake.summary, cursor=cursor)
         return SensorResult(
             run_requests=requests,
-            dynamic_partitions_requests=[sessions_partitions.build_add_request(
-                sorted({t.session_id for t in intake.taken}))],
+            dynamic_partitions_requests=[
+                sessions_partitions.build_add_request(sorted({t.session_id for t in intake.taken}))
+            ],
             cursor=cursor,
         )
 

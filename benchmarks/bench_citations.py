@@ -68,8 +68,14 @@ def main(max_chunks: int = 6) -> None:
     schemes: dict[str, Any] = {}
     with OfflineModelServer(context_tokens=profile.context_tokens) as server:
         client = LiteLLMClient(profile, api_base_override=server.api_base)
-        ctx = RunContext(session_id="bench", lane_id="npcs", module_key=lane.extract.module,
-                         options={}, references={}, client=client)
+        ctx = RunContext(
+            session_id="bench",
+            lane_id="npcs",
+            module_key=lane.extract.module,
+            options={},
+            references={},
+            client=client,
+        )
         for name, scheme in CITATION_SCHEMES.items():
             extractor = CATALOG.build("extract", lane.extract.module, {})
             extractor.citations = scheme
@@ -78,28 +84,47 @@ def main(max_chunks: int = 6) -> None:
             started = time.perf_counter()
             for chunk in chunks:
                 out = extractor.extract(ExtractRequest(document=doc, chunk=chunk, context=ctx))
-                verdict = run_chain(lane.extract.validators, ValidationContext(
-                    stage="extract", lane_id="npcs", module_key=lane.extract.module,
-                    kind=kind, document=doc, chunk=chunk), out)
+                verdict = run_chain(
+                    lane.extract.validators,
+                    ValidationContext(
+                        stage="extract",
+                        lane_id="npcs",
+                        module_key=lane.extract.module,
+                        kind=kind,
+                        document=doc,
+                        chunk=chunk,
+                    ),
+                    out,
+                )
                 totals["chunks"] += 1
                 totals["calls"] += out.usage.calls
                 totals["prompt_tokens"] += out.usage.prompt_tokens
                 totals["completion_tokens"] += out.usage.completion_tokens
                 totals["valid_answers"] += out.payload is not None
                 totals["out_of_chunk_citations"] += out_of_chunk(
-                    out.payload, kind.items_field, set(chunk.unit_ids))
+                    out.payload, kind.items_field, set(chunk.unit_ids)
+                )
                 if verdict is None:
                     totals["accepted_chunks"] += 1
                     totals["records"] += len(out.payload[kind.items_field]) if out.payload else 0
                 else:
                     rejections[verdict[0]] += 1
                 print(name, chunk.chunk_id, dict(totals), dict(rejections), flush=True)
-            schemes[name] = {**dict(totals), "rejections_by_validator": dict(rejections),
-                             "seconds": round(time.perf_counter() - started, 1)}
-    result = {"benchmark": "citations", "date": datetime.now(UTC).isoformat(),
-              "model": profile.model, "lane": "npcs", "session": SAMPLE.name,
-              "chunks": len(chunks), "validators": list(lane.extract.validators),
-              "schemes": schemes}
+            schemes[name] = {
+                **dict(totals),
+                "rejections_by_validator": dict(rejections),
+                "seconds": round(time.perf_counter() - started, 1),
+            }
+    result = {
+        "benchmark": "citations",
+        "date": datetime.now(UTC).isoformat(),
+        "model": profile.model,
+        "lane": "npcs",
+        "session": SAMPLE.name,
+        "chunks": len(chunks),
+        "validators": list(lane.extract.validators),
+        "schemes": schemes,
+    }
     RESULTS.write_text(json.dumps(result, indent=2) + "\n")
 
 

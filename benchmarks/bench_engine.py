@@ -42,19 +42,38 @@ def main() -> None:
         assert chunks is not None
         t2 = time.perf_counter()
         with scripted_llm(lane_responder):
-            result = run_lane(pipeline.lane("npcs"), document=doc, chunks=chunks.chunks,
-                              references={}, client=client, session_id="bench",
-                              llm_fingerprint="bench", max_concurrency=2)
+            result = run_lane(
+                pipeline.lane("npcs"),
+                document=doc,
+                chunks=chunks.chunks,
+                references={},
+                client=client,
+                session_id="bench",
+                llm_fingerprint="bench",
+                max_concurrency=2,
+            )
         t3 = time.perf_counter()
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
-        rows.append({"file": path.name, "units": len(doc.units), "chunks": len(chunks.chunks),
-                     "parse_s": round(t1 - t0, 4), "chunk_s": round(t2 - t1, 4),
-                     "lane_s": round(t3 - t2, 4), "records": result.stats.records,
-                     "peak_mib": round(peak / 2**20, 1)})
+        rows.append(
+            {
+                "file": path.name,
+                "units": len(doc.units),
+                "chunks": len(chunks.chunks),
+                "parse_s": round(t1 - t0, 4),
+                "chunk_s": round(t2 - t1, 4),
+                "lane_s": round(t3 - t2, 4),
+                "records": result.stats.records,
+                "peak_mib": round(peak / 2**20, 1),
+            }
+        )
         print(rows[-1])
-    out = {"benchmark": "engine", "date": datetime.now(UTC).isoformat(),
-           "cores": os.cpu_count(), "rows": rows}
+    out = {
+        "benchmark": "engine",
+        "date": datetime.now(UTC).isoformat(),
+        "cores": os.cpu_count(),
+        "rows": rows,
+    }
     (ROOT / "benchmarks" / "results" / "engine.json").write_text(json.dumps(out, indent=2) + "\n")
 
 

@@ -40,21 +40,40 @@ def main(max_chunks: int = 5) -> None:
     with OfflineModelServer(context_tokens=profile.context_tokens) as server:
         startup = time.perf_counter() - t0
         client = LiteLLMClient(profile, api_base_override=server.api_base)
-        ctx = RunContext(session_id="bench", lane_id="npcs", module_key="dnd.npcs.extract",
-                         options={}, references={}, client=client)
+        ctx = RunContext(
+            session_id="bench",
+            lane_id="npcs",
+            module_key="dnd.npcs.extract",
+            options={},
+            references={},
+            client=client,
+        )
         calls = []
         for chunk in chunk_map.chunks[:max_chunks]:
             t = time.perf_counter()
             out = extractor.extract(ExtractRequest(document=doc, chunk=chunk, context=ctx))
-            calls.append({"chunk": chunk.chunk_id, "seconds": round(time.perf_counter() - t, 2),
-                          "calls": out.usage.calls, "prompt_tokens": out.usage.prompt_tokens,
-                          "completion_tokens": out.usage.completion_tokens,
-                          "rungs": out.usage.rungs, "valid": out.payload is not None})
+            calls.append(
+                {
+                    "chunk": chunk.chunk_id,
+                    "seconds": round(time.perf_counter() - t, 2),
+                    "calls": out.usage.calls,
+                    "prompt_tokens": out.usage.prompt_tokens,
+                    "completion_tokens": out.usage.completion_tokens,
+                    "rungs": out.usage.rungs,
+                    "valid": out.payload is not None,
+                }
+            )
             print(calls[-1])
-    result = {"benchmark": "offline_model", "date": datetime.now(UTC).isoformat(),
-              "cores": os.cpu_count(), "server_startup_s": round(startup, 2), "calls": calls}
+    result = {
+        "benchmark": "offline_model",
+        "date": datetime.now(UTC).isoformat(),
+        "cores": os.cpu_count(),
+        "server_startup_s": round(startup, 2),
+        "calls": calls,
+    }
     (ROOT / "benchmarks" / "results" / "offline_model.json").write_text(
-        json.dumps(result, indent=2) + "\n")
+        json.dumps(result, indent=2) + "\n"
+    )
 
 
 if __name__ == "__main__":

@@ -244,8 +244,11 @@ def notarius_command() -> list[str]:
 def run_env(tree: Path, store: Store) -> dict[str, str]:
     # NOTARIUS_EXECUTOR passes through: `in_process` measures the serial executor for the
     # choice docs/operations.md explains.
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("NOTARIUS_") or k == "NOTARIUS_EXECUTOR"}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("NOTARIUS_") or k == "NOTARIUS_EXECUTOR"
+    }
     env.update(
         PYTHONPATH=str(tree),
         DAGSTER_HOME=str(store.home),

@@ -402,8 +402,15 @@ def add_sessions_commands(sub: Any) -> None:
 
 # One registrar per top-level command, in the order `--help` lists them. A new command (the
 # references issue's `backfill`) is one more `add_..._command(sub)` function added here.
-COMMANDS = (add_run_command, add_validate_command, add_sessions_commands, add_backfill_parser,
-            add_report_parser, add_campaign_parser, add_eval_parser)
+COMMANDS = (
+    add_run_command,
+    add_validate_command,
+    add_sessions_commands,
+    add_backfill_parser,
+    add_report_parser,
+    add_campaign_parser,
+    add_eval_parser,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -47,6 +47,7 @@ MAX_CONCURRENT_STEPS = 4
 are also bounded by the `llm` pool across runs (dagster.yaml), and each lane's model calls by
 the LLM profile's max_concurrency (docs/operations.md, "Concurrency")."""
 
+
 def start_forkserver_early() -> None:
     """Start the forkserver (importing PRELOAD_MODULES) now, in the background, rather than
     when the executor launches the first step: its imports then overlap with this process's
@@ -116,9 +117,7 @@ def definitions_for(settings: Settings, plan: RunPipeline) -> Definitions:
         ],
         asset_checks=[*build_asset_checks(pipeline), *build_quality_checks(DND_MATCH_FIELDS)],
         sensors=[
-            *build_sensors(
-                settings.store, pipeline.limits.max_transcript_bytes, run_tags=tags
-            ),
+            *build_sensors(settings.store, pipeline.limits.max_transcript_bytes, run_tags=tags),
             build_automation_sensor(tags),
             *campaign_sensors,
         ],

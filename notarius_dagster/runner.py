@@ -100,7 +100,9 @@ def session_job(
     from notarius_dagster.definitions import definitions_for, run_pipeline
 
     settings = run_settings(
-        profile=Path(profile), data_root=Path(data_root), bundles_root=Path(bundles_root),
+        profile=Path(profile),
+        data_root=Path(data_root),
+        bundles_root=Path(bundles_root),
         llm_profile=llm_profile,
     )
     return definitions_for(settings, run_pipeline(settings, lanes=lanes)).resolve_job_def(
@@ -149,7 +151,10 @@ def run_session(
     if overrides.active() or max_calls is not None or retry_rejected:
         run_config.update(
             runtime_references_config(
-                plan.pipeline, overrides.references, overrides.unbind, max_calls,
+                plan.pipeline,
+                overrides.references,
+                overrides.unbind,
+                max_calls,
                 retry_rejected=retry_rejected,
             )
         )
@@ -176,7 +181,8 @@ def run_session(
             export_shared_server(LLMProfile.model_validate(plan.pipeline.llm_profile))
         result: Any = execute_job(
             build_reconstructable_job(
-                "notarius_dagster.runner", "session_job",
+                "notarius_dagster.runner",
+                "session_job",
                 reconstructable_kwargs={
                     "profile": str(settings.profile),
                     "data_root": str(settings.store.root),
@@ -193,13 +199,20 @@ def run_session(
     else:
         job = defs.resolve_job_def(SESSION_JOB_NAME)
         result = job.execute_in_process(
-            instance=instance, partition_key=session_id, raise_on_error=False,
-            run_config=run_config, asset_selection=selection, tags=cli_run_tags(session_id),
+            instance=instance,
+            partition_key=session_id,
+            raise_on_error=False,
+            run_config=run_config,
+            asset_selection=selection,
+            tags=cli_run_tags(session_id),
         )
     ran = tuple(k.to_user_string() for k in (selection or ()))
     return RunOutcome(
-        run_id=result.run_id, success=result.success, error=_first_error(result),
-        up_to_date=up_to_date, ran=ran,
+        run_id=result.run_id,
+        success=result.success,
+        error=_first_error(result),
+        up_to_date=up_to_date,
+        ran=ran,
     )
 
 
@@ -218,12 +231,19 @@ def _staleness(
 
     llm_fingerprint = LLMProfile.model_validate(plan.pipeline.llm_profile).fingerprint()
     inputs = external_inputs_digest(
-        plan, overrides, transcripts=settings.store.transcripts, session_id=session_id,
+        plan,
+        overrides,
+        transcripts=settings.store.transcripts,
+        session_id=session_id,
         llm_fingerprint=llm_fingerprint,
     )
     bundle = settings.store.bundles / session_id
     return session_staleness(
-        defs, instance, session_id, groups=SESSION_GROUPS, external_inputs=inputs,
+        defs,
+        instance,
+        session_id,
+        groups=SESSION_GROUPS,
+        external_inputs=inputs,
         extra_checks={"session_bundle": lambda: (bundle / "manifest.json").is_file()},
     )
 

@@ -83,8 +83,11 @@ def _slots(lane: LaneSpec) -> str:
 
 
 def _rules(lane: LaneSpec) -> str:
-    parts = [f"{stage}: {_code(lane.rule_names(stage))}" for stage in LANE_STAGES
-             if lane.rule_names(stage)]
+    parts = [
+        f"{stage}: {_code(lane.rule_names(stage))}"
+        for stage in LANE_STAGES
+        if lane.rule_names(stage)
+    ]
     return "; ".join(parts) or "—"
 
 
@@ -101,9 +104,16 @@ def lane_table() -> str:
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for lane in lanes:
-        cells = [f"`{lane.lane_id}`", f"`{lane.kind}`", f"`{lane.schema_id}`",
-                 f"`{lane.items_field}`", _slots(lane), _code(lane.support_fields),
-                 _code(lane.preview_fields), _rules(lane)]
+        cells = [
+            f"`{lane.lane_id}`",
+            f"`{lane.kind}`",
+            f"`{lane.schema_id}`",
+            f"`{lane.items_field}`",
+            _slots(lane),
+            _code(lane.support_fields),
+            _code(lane.preview_fields),
+            _rules(lane),
+        ]
         rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)
 

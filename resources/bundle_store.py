@@ -25,8 +25,9 @@ class BundleStore(ConfigurableResource):
 
     @property
     def paths(self) -> StorePaths:
-        return StorePaths(root=Path(self.root), bundles=Path(self.bundles_root),
-                          inbox=Path(self.inbox))
+        return StorePaths(
+            root=Path(self.root), bundles=Path(self.bundles_root), inbox=Path(self.inbox)
+        )
 
     @property
     def bundles(self) -> Path:

@@ -95,8 +95,13 @@ def publish(
     document = document if document is not None else make_document()
     resolved = pipeline()
     if min_accepted_chunk_share is not None:
-        resolved = resolved.model_copy(update={"publish": resolved.publish.model_copy(
-            update={"min_accepted_chunk_share": min_accepted_chunk_share})})
+        resolved = resolved.model_copy(
+            update={
+                "publish": resolved.publish.model_copy(
+                    update={"min_accepted_chunk_share": min_accepted_chunk_share}
+                )
+            }
+        )
     return publish_session_bundle(
         store_root=root,
         session_id=session_id,

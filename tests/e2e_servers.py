@@ -113,11 +113,13 @@ class DagsterServers:
             return "(no server log)"
         return "\n".join(text.splitlines()[-lines:])
 
-    def graphql(self, query: str, variables: dict[str, Any] | None = None,
-                timeout_s: float = 30.0) -> dict[str, Any]:
+    def graphql(
+        self, query: str, variables: dict[str, Any] | None = None, timeout_s: float = 30.0
+    ) -> dict[str, Any]:
         body = json.dumps({"query": query, "variables": variables or {}}).encode()
-        request = urllib.request.Request(f"{self.url}/graphql", data=body,
-                                         headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(
+            f"{self.url}/graphql", data=body, headers={"Content-Type": "application/json"}
+        )
         with urllib.request.urlopen(request, timeout=timeout_s) as response:
             answer: dict[str, Any] = json.loads(response.read())
         if answer.get("errors"):
@@ -127,16 +129,19 @@ class DagsterServers:
     def runs_of(self, partition: str) -> list[dict[str, Any]]:
         """The runs of a session partition, as the webserver reports them (newest first), each
         with `runId`, `status` and `tags` as a dict."""
-        data = self.graphql(_RUNS_QUERY, {"tags": [{"key": "dagster/partition",
-                                                     "value": partition}]})
+        data = self.graphql(
+            _RUNS_QUERY, {"tags": [{"key": "dagster/partition", "value": partition}]}
+        )
         runs = data["runsOrError"]
         if runs["__typename"] != "Runs":
             raise AssertionError(f"runs query failed: {runs}")
-        return [{**run, "tags": {t["key"]: t["value"] for t in run["tags"]}}
-                for run in runs["results"]]
+        return [
+            {**run, "tags": {t["key"]: t["value"] for t in run["tags"]}} for run in runs["results"]
+        ]
 
-    def wait_for_run(self, partition: str, *, besides: Collection[str] = (),
-                     timeout_s: float = RUN_TIMEOUT_S) -> dict[str, Any]:
+    def wait_for_run(
+        self, partition: str, *, besides: Collection[str] = (), timeout_s: float = RUN_TIMEOUT_S
+    ) -> dict[str, Any]:
         """Wait for a run of `partition` not in `besides` to finish, and return it; a run that
         fails or a wait that times out fails the test with the server log's tail."""
         deadline = time.monotonic() + timeout_s
@@ -150,26 +155,32 @@ class DagsterServers:
                     if latest["status"] != "SUCCESS":
                         raise AssertionError(
                             f"run {latest['runId']} of {partition!r} ended {latest['status']}"
-                            f"\n{self.log_tail()}")
+                            f"\n{self.log_tail()}"
+                        )
                     return latest
             time.sleep(1.0)
-        raise AssertionError(f"no run of {partition!r} finished within {timeout_s:.0f}s "
-                             f"(last seen: {latest})\n{self.log_tail()}")
+        raise AssertionError(
+            f"no run of {partition!r} finished within {timeout_s:.0f}s "
+            f"(last seen: {latest})\n{self.log_tail()}"
+        )
 
-    def reload_location(self, name: str = LOCATION_NAME,
-                        timeout_s: float = START_TIMEOUT_S) -> None:
+    def reload_location(
+        self, name: str = LOCATION_NAME, timeout_s: float = START_TIMEOUT_S
+    ) -> None:
         """Reload the code location (what the UI's *Reload* does) and wait until it loaded."""
         # The mutation answers once the new code server has loaded: slow on a busy machine.
-        answer = self.graphql(_RELOAD_MUTATION, {"name": name},
-                              timeout_s=timeout_s)["reloadRepositoryLocation"]
+        answer = self.graphql(_RELOAD_MUTATION, {"name": name}, timeout_s=timeout_s)[
+            "reloadRepositoryLocation"
+        ]
         if answer["__typename"] != "WorkspaceLocationEntry":
             raise AssertionError(f"reloading {name!r} failed: {answer}")
         _wait_until_loaded(self, timeout_s)
 
     def assert_running(self) -> None:
         if self.process.poll() is not None:
-            raise AssertionError(f"dagster dev exited with {self.process.returncode}\n"
-                                 f"{self.log_tail()}")
+            raise AssertionError(
+                f"dagster dev exited with {self.process.returncode}\n{self.log_tail()}"
+            )
 
     def stop(self) -> None:
         """Stop every process `dagster dev` started: SIGTERM to the group, SIGKILL if needed."""
@@ -188,30 +199,32 @@ def _signal_group(process: subprocess.Popen[bytes], signum: signal.Signals) -> N
 
 
 def server_environment(root: Path, home: Path, data: Path, inbox: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("NOTARIUS_", "DAGSTER_"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NOTARIUS_", "DAGSTER_"))}
     python_path = [str(REPO)]
     if os.environ.get("PYTHONPATH"):
         python_path.append(os.environ["PYTHONPATH"])
-    env.update({
-        "DAGSTER_HOME": str(home),
-        "NOTARIUS_DATA": str(data),
-        "NOTARIUS_INBOX": str(inbox),
-        "NOTARIUS_PROFILE": str(REPO / "configs" / "offline.yaml"),
-        "NOTARIUS_LLM_PROFILE": "test-double",
-        "NOTARIUS_TEST_DOUBLE_RESPONDER": "tests.doubles:lane_responder",
-        "NOTARIUS_INBOX_INTERVAL": "1",
-        "NOTARIUS_INBOX_SETTLE_SECONDS": "1",
-        "PYTHONPATH": os.pathsep.join(python_path),
-        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-        "PYTHONUNBUFFERED": "1",
-        "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-    })
+    env.update(
+        {
+            "DAGSTER_HOME": str(home),
+            "NOTARIUS_DATA": str(data),
+            "NOTARIUS_INBOX": str(inbox),
+            "NOTARIUS_PROFILE": str(REPO / "configs" / "offline.yaml"),
+            "NOTARIUS_LLM_PROFILE": "test-double",
+            "NOTARIUS_TEST_DOUBLE_RESPONDER": "tests.doubles:lane_responder",
+            "NOTARIUS_INBOX_INTERVAL": "1",
+            "NOTARIUS_INBOX_SETTLE_SECONDS": "1",
+            "PYTHONPATH": os.pathsep.join(python_path),
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+            "PYTHONUNBUFFERED": "1",
+            "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+        }
+    )
     return env
 
 
-def start_servers(root: Path, timeout_s: float = START_TIMEOUT_S,
-                  env: dict[str, str] | None = None) -> DagsterServers:
+def start_servers(
+    root: Path, timeout_s: float = START_TIMEOUT_S, env: dict[str, str] | None = None
+) -> DagsterServers:
     """Start `dagster dev` under `root` and wait until its code location has loaded; `env`
     adds to (or replaces) the servers' environment (a test's own profile, automation on)."""
     home, data, inbox = root / "dagster-home", root / "data", root / "inbox"
@@ -222,14 +235,31 @@ def start_servers(root: Path, timeout_s: float = START_TIMEOUT_S,
     log_path = root / "dagster-dev.log"
     with log_path.open("wb") as log:
         process = subprocess.Popen(
-            [str(VENV_BIN / "dagster"), "dev", "-w", str(REPO / "workspace.yaml"),
-             "-h", "127.0.0.1", "-p", str(port)],
-            cwd=REPO, env={**server_environment(root, home, data, inbox), **(env or {})},
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            [
+                str(VENV_BIN / "dagster"),
+                "dev",
+                "-w",
+                str(REPO / "workspace.yaml"),
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(port),
+            ],
+            cwd=REPO,
+            env={**server_environment(root, home, data, inbox), **(env or {})},
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    servers = DagsterServers(url=f"http://127.0.0.1:{port}", home=home, data=data,
-                             inbox=inbox, log_path=log_path, process=process)
+    servers = DagsterServers(
+        url=f"http://127.0.0.1:{port}",
+        home=home,
+        data=data,
+        inbox=inbox,
+        log_path=log_path,
+        process=process,
+    )
     try:
         _wait_until_loaded(servers, timeout_s)
     except BaseException:
@@ -252,15 +282,19 @@ def _wait_until_loaded(servers: DagsterServers, timeout_s: float) -> None:
         entries = workspace.get("locationEntries", [])
         loaded = [e for e in entries if e["loadStatus"] == "LOADED"]
         if entries and len(loaded) == len(entries):
-            errors = [e["locationOrLoadError"] for e in entries
-                      if e["locationOrLoadError"]["__typename"] == "PythonError"]
+            errors = [
+                e["locationOrLoadError"]
+                for e in entries
+                if e["locationOrLoadError"]["__typename"] == "PythonError"
+            ]
             if errors:
                 raise AssertionError(f"the code location failed to load: {errors}")
             return
         last = f"code location loading: {entries}"
         time.sleep(1.0)
-    raise AssertionError(f"dagster dev not ready within {timeout_s:.0f}s ({last})\n"
-                         f"{servers.log_tail()}")
+    raise AssertionError(
+        f"dagster dev not ready within {timeout_s:.0f}s ({last})\n{servers.log_tail()}"
+    )
 
 
 @pytest.fixture(scope="session")

@@ -40,8 +40,14 @@ def empty_answer(request: dict[str, Any]) -> dict[str, Any]:
     """An answer that satisfies the schema the request carries: every required array empty,
     every other required field its type's zero."""
     schema = _schema_of(request)
-    zero: dict[str, Any] = {"array": [], "string": "", "integer": 0, "number": 0,
-                            "boolean": False, "object": {}}
+    zero: dict[str, Any] = {
+        "array": [],
+        "string": "",
+        "integer": 0,
+        "number": 0,
+        "boolean": False,
+        "object": {},
+    }
     answer: dict[str, Any] = {}
     props = schema.get("properties", {}) if isinstance(schema, dict) else {}
     for name in schema.get("required", []) if isinstance(schema, dict) else []:
@@ -95,9 +101,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         if mode == "reset":
-            self.connection.setsockopt(
-                socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
-            )
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             self.close_connection = True
             self.connection.close()
             return
@@ -107,28 +111,52 @@ class _Handler(BaseHTTPRequestHandler):
             if mode == "echo-ok":  # valid JSON; schema-invalid where extra keys are refused
                 answer["echo"] = body.decode("utf-8")
             content = json.dumps(answer)
-            self._send(200, {
-                "id": "fake-1", "object": "chat.completion", "created": int(time.time()),
-                "model": "fake",
-                "choices": [{"index": 0, "finish_reason": "stop",
-                             "message": {"role": "assistant", "content": content}}],
-                "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
-            })
+            self._send(
+                200,
+                {
+                    "id": "fake-1",
+                    "object": "chat.completion",
+                    "created": int(time.time()),
+                    "model": "fake",
+                    "choices": [
+                        {
+                            "index": 0,
+                            "finish_reason": "stop",
+                            "message": {"role": "assistant", "content": content},
+                        }
+                    ],
+                    "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+                },
+            )
             return
         if mode == "echo":
-            self._send(fake.status, {"error": {
-                "message": f"Incorrect API key provided: {self.headers.get('authorization')}. "
-                           f"You sent {self.requestline!r} with headers "
-                           f"{dict(self.headers.items())!r} and body {body.decode('utf-8')}",
-                "type": "invalid_request_error",
-                "param": None,
-                "code": "echoed_request",
-            }})
+            self._send(
+                fake.status,
+                {
+                    "error": {
+                        "message": "Incorrect API key provided: "
+                        f"{self.headers.get('authorization')}. "
+                        f"You sent {self.requestline!r} with headers "
+                        f"{dict(self.headers.items())!r} and body {body.decode('utf-8')}",
+                        "type": "invalid_request_error",
+                        "param": None,
+                        "code": "echoed_request",
+                    }
+                },
+            )
             return
-        self._send(fake.status, {"error": {
-            "message": f"The server had an error while processing your request ({fake.status})",
-            "type": "server_error", "param": None, "code": None,
-        }})
+        self._send(
+            fake.status,
+            {
+                "error": {
+                    "message": "The server had an error while processing your request "
+                    f"({fake.status})",
+                    "type": "server_error",
+                    "param": None,
+                    "code": None,
+                }
+            },
+        )
 
     def _send(self, status: int, payload: dict[str, Any]) -> None:
         data = json.dumps(payload).encode()
@@ -218,8 +246,13 @@ def profile_for(
     if publish is not None:
         config["pipeline"]["publish"] = publish
     config.setdefault("llm_profiles", {})[name] = {
-        "model": "openai/fake", "api_base": api_base, "api_key_env": KEY_ENV,
-        "timeout_s": 2, "retries": 0, "max_concurrency": 2, **llm,
+        "model": "openai/fake",
+        "api_base": api_base,
+        "api_key_env": KEY_ENV,
+        "timeout_s": 2,
+        "retries": 0,
+        "max_concurrency": 2,
+        **llm,
     }
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / base.name

@@ -42,16 +42,35 @@ RECAP_CUE = re.compile(r"\b(last we left|previously)\b", re.IGNORECASE)
 DAMAGE = re.compile(r"\b(\d+d\d+|\d+)\s+(?:\w+\s+)?damage\b", re.IGNORECASE)
 CAST = re.compile(r"\bcast(?:s|ing)?\s+([A-Z][\w']*(?:\s+(?:of\s+|the\s+)?[A-Z][\w']*)*)")
 LEVEL = re.compile(r"\b([1-9])(?:st|nd|rd|th)[- ]level\b", re.IGNORECASE)
-ITEM_VERBS = {"give": "given", "gives": "given", "hand": "given", "hands": "given",
-              "buy": "bought", "buys": "bought", "sell": "sold", "sells": "sold",
-              "lose": "lost", "loses": "lost", "drop": "lost", "drops": "lost",
-              "pull out": "used", "pulls out": "used", "take": "acquired", "takes": "acquired",
-              "find": "acquired", "finds": "acquired"}
-ITEM = re.compile(r"\b(" + "|".join(sorted(ITEM_VERBS, key=len, reverse=True))
-                  + r")\s+(?:(?:him|her|them|you|me|[A-Z][a-z]+)\s+)?(?:(a|an|the|some|\d+)\s+)?"
-                  r"([a-z][\w-]*(?:\s+(?:gold|silver|copper)\s+pieces?)?)")
-MONEY = re.compile(r"\b(\d+|five|ten|two|three)\s+(gold|silver|copper)(?:\s+pieces?)?\b",
-                   re.IGNORECASE)
+ITEM_VERBS = {
+    "give": "given",
+    "gives": "given",
+    "hand": "given",
+    "hands": "given",
+    "buy": "bought",
+    "buys": "bought",
+    "sell": "sold",
+    "sells": "sold",
+    "lose": "lost",
+    "loses": "lost",
+    "drop": "lost",
+    "drops": "lost",
+    "pull out": "used",
+    "pulls out": "used",
+    "take": "acquired",
+    "takes": "acquired",
+    "find": "acquired",
+    "finds": "acquired",
+}
+ITEM = re.compile(
+    r"\b("
+    + "|".join(sorted(ITEM_VERBS, key=len, reverse=True))
+    + r")\s+(?:(?:him|her|them|you|me|[A-Z][a-z]+)\s+)?(?:(a|an|the|some|\d+)\s+)?"
+    r"([a-z][\w-]*(?:\s+(?:gold|silver|copper)\s+pieces?)?)"
+)
+MONEY = re.compile(
+    r"\b(\d+|five|ten|two|three)\s+(gold|silver|copper)(?:\s+pieces?)?\b", re.IGNORECASE
+)
 KNOWN_NPCS = re.compile(r"^Known NPCs: (.*)$", re.MULTILINE)
 
 
@@ -80,8 +99,11 @@ def scene_answer(messages: Messages) -> dict[str, Any]:
     else:
         kind = "narrative"
     first = units[0][0] if units else 0
-    return {"kind": kind, "title": f"Scene at unit {first}",
-            "summary": f"A {kind} scene of {len(units)} lines."}
+    return {
+        "kind": kind,
+        "title": f"Scene at unit {first}",
+        "summary": f"A {kind} scene of {len(units)} lines.",
+    }
 
 
 def combat_answer(messages: Messages) -> dict[str, Any]:
@@ -94,14 +116,25 @@ def combat_answer(messages: Messages) -> dict[str, Any]:
         npc = _npc_in(text[:40])
         damage = DAMAGE.search(text)
         cast = CAST.search(text)
-        hit = True if re.search(r"\bhits?\b", text, re.IGNORECASE) else (
-            False if re.search(r"\bmiss", text, re.IGNORECASE) else None)
-        turns.append({"round": None, "actor": npc or speaker or "unknown",
-                      "action": f"casts {cast.group(1)}" if cast else "attack",
-                      "targets": [], "outcome": {"hit": hit,
-                                                 "damage": damage.group(0) if damage else None,
-                                                 "effect": None},
-                      "unit_ids": [unit_id]})
+        hit = (
+            True
+            if re.search(r"\bhits?\b", text, re.IGNORECASE)
+            else (False if re.search(r"\bmiss", text, re.IGNORECASE) else None)
+        )
+        turns.append(
+            {
+                "round": None,
+                "actor": npc or speaker or "unknown",
+                "action": f"casts {cast.group(1)}" if cast else "attack",
+                "targets": [],
+                "outcome": {
+                    "hit": hit,
+                    "damage": damage.group(0) if damage else None,
+                    "effect": None,
+                },
+                "unit_ids": [unit_id],
+            }
+        )
     return {"combat_turns": turns}
 
 
@@ -111,9 +144,16 @@ def spell_answer(messages: Messages) -> dict[str, Any]:
     for unit_id, speaker, text in units_in(messages):
         for match in CAST.finditer(text):
             level = LEVEL.search(text)
-            spells.append({"caster": _npc_in(text[:40]) or speaker or "unknown",
-                           "spell": match.group(1), "level": int(level.group(1)) if level else None,
-                           "targets": [], "outcome": None, "unit_ids": [unit_id]})
+            spells.append(
+                {
+                    "caster": _npc_in(text[:40]) or speaker or "unknown",
+                    "spell": match.group(1),
+                    "level": int(level.group(1)) if level else None,
+                    "targets": [],
+                    "outcome": None,
+                    "unit_ids": [unit_id],
+                }
+            )
     return {"spells": spells}
 
 
@@ -125,17 +165,31 @@ def item_answer(messages: Messages) -> dict[str, Any]:
         npc = _npc_in(text)
         for money in MONEY.finditer(text):
             amount = money.group(1)
-            events.append({"item": f"{money.group(2).lower()} pieces", "event": "acquired",
-                           "from": npc, "to": speaker or None,
-                           "quantity": int(amount) if amount.isdigit() else None,
-                           "unit_ids": [unit_id]})
+            events.append(
+                {
+                    "item": f"{money.group(2).lower()} pieces",
+                    "event": "acquired",
+                    "from": npc,
+                    "to": speaker or None,
+                    "quantity": int(amount) if amount.isdigit() else None,
+                    "unit_ids": [unit_id],
+                }
+            )
         for match in ITEM.finditer(text):
             event = ITEM_VERBS[match.group(1)]
             outgoing = event in ("given", "sold")
             giver = (speaker or None) if outgoing else npc
             taker = npc if outgoing else (speaker or None)
-            events.append({"item": match.group(3), "event": event, "from": giver,
-                           "to": taker, "quantity": None, "unit_ids": [unit_id]})
+            events.append(
+                {
+                    "item": match.group(3),
+                    "event": event,
+                    "from": giver,
+                    "to": taker,
+                    "quantity": None,
+                    "unit_ids": [unit_id],
+                }
+            )
     return {"item_events": events}
 
 
@@ -150,10 +204,18 @@ def interaction_answer(messages: Messages) -> dict[str, Any]:
         npc = _npc_in(text, names)
         if npc:
             found.setdefault(npc, []).append((unit_id, speaker))
-    return {"npc_interactions": [
-        {"npc": npc, "participants": sorted({s for _, s in lines if s} - {"MATT", "DM"}),
-         "kind": "talk", "summary": f"The party deals with {npc}.",
-         "unit_ids": [u for u, _ in lines[:5]]} for npc, lines in found.items()]}
+    return {
+        "npc_interactions": [
+            {
+                "npc": npc,
+                "participants": sorted({s for _, s in lines if s} - {"MATT", "DM"}),
+                "kind": "talk",
+                "summary": f"The party deals with {npc}.",
+                "unit_ids": [u for u, _ in lines[:5]],
+            }
+            for npc, lines in found.items()
+        ]
+    }
 
 
 ANSWERS: tuple[tuple[str, Callable[[Messages], dict[str, Any]]], ...] = (
@@ -191,11 +253,19 @@ class RecordingClient:
     def complete_structured(self, request: StructuredRequest) -> StructuredResponse:
         with self._lock:
             self.requests.append(request)
-        messages = [{"role": "system", "content": request.system},
-                    {"role": "user", "content": request.user}]
+        messages = [
+            {"role": "system", "content": request.system},
+            {"role": "user", "content": request.user},
+        ]
         data = json.loads(self.responder(messages, request.schema_))
-        return StructuredResponse(data=data, rung="json_schema", valid=True, calls=1,
-                                  prompt_tokens=len(request.user) // 4, completion_tokens=10)
+        return StructuredResponse(
+            data=data,
+            rung="json_schema",
+            valid=True,
+            calls=1,
+            prompt_tokens=len(request.user) // 4,
+            completion_tokens=10,
+        )
 
 
 # ---- fixtures for running one lane through the real runner (engine/lane_runner.py) ----
@@ -210,15 +280,27 @@ def complete_pipeline(**kwargs: Any) -> ResolvedPipeline:
     return resolve_profile_file(COMPLETE_PROFILE, llm_profile="test-double", **kwargs)
 
 
-def run_one_lane(lane: ResolvedLane, document: SourceDocument, chunks: Sequence[Chunk],
-                 payloads: Mapping[str, Mapping[str, Any] | None] | None = None,
-                 client: RecordingClient | None = None, **kwargs: Any) -> LaneResult:
+def run_one_lane(
+    lane: ResolvedLane,
+    document: SourceDocument,
+    chunks: Sequence[Chunk],
+    payloads: Mapping[str, Mapping[str, Any] | None] | None = None,
+    client: RecordingClient | None = None,
+    **kwargs: Any,
+) -> LaneResult:
     """Prepare the lane's references from upstream lane payloads (the real handoff
     boundary), then run it with the recording client."""
     references, _, _ = prepare_lane_references(lane.stages(), payloads or {})
-    return run_lane(lane, document=document, chunks=chunks, references=references,
-                    client=client if client is not None else RecordingClient(),
-                    session_id=document.source_id, llm_fingerprint="test-double", **kwargs)
+    return run_lane(
+        lane,
+        document=document,
+        chunks=chunks,
+        references=references,
+        client=client if client is not None else RecordingClient(),
+        session_id=document.source_id,
+        llm_fingerprint="test-double",
+        **kwargs,
+    )
 
 
 def use_prompt(monkeypatch: pytest.MonkeyPatch, kind: str, prompt: Path) -> None:
@@ -228,8 +310,9 @@ def use_prompt(monkeypatch: pytest.MonkeyPatch, kind: str, prompt: Path) -> None
     monkeypatch.setitem(lanes._LANES, kind, lane)
 
 
-def answer_payload(module_key: str, answer: dict[str, Any], request: ExtractRequest
-                   ) -> tuple[dict[str, Any], list[Any]]:
+def answer_payload(
+    module_key: str, answer: dict[str, Any], request: ExtractRequest
+) -> tuple[dict[str, Any], list[Any]]:
     """What a lane's extractor (built from the catalog, as the runner does) makes of a
     validated answer: the payload and warnings, without an LLM call (behind a gate: the
     extractor the gate lets through)."""
@@ -239,8 +322,12 @@ def answer_payload(module_key: str, answer: dict[str, Any], request: ExtractRequ
     return payload, list(warnings)
 
 
-def scene_artifact(chunks: Sequence[Chunk], kinds: Mapping[str, str] | str,
-                   title: str = "A scene", summary: str = "Something happens.") -> dict[str, Any]:
+def scene_artifact(
+    chunks: Sequence[Chunk],
+    kinds: Mapping[str, str] | str,
+    title: str = "A scene",
+    summary: str = "Something happens.",
+) -> dict[str, Any]:
     """A valid scene-description artifact with one exact record per chunk (kind per chunk id,
     or one kind for all)."""
     records = []
@@ -248,19 +335,44 @@ def scene_artifact(chunks: Sequence[Chunk], kinds: Mapping[str, str] | str,
         kind = kinds if isinstance(kinds, str) else kinds.get(chunk.chunk_id)
         if kind is None:
             continue
-        records.append({"scene_id": chunk.chunk_id, "source_id": chunk.source_id,
-                        "start_unit_id": chunk.start_unit_id, "end_unit_id": chunk.end_unit_id,
-                        "kind": kind, "title": title, "summary": summary,
-                        "source_ref": chunk.source_ref().model_dump()})
+        records.append(
+            {
+                "scene_id": chunk.chunk_id,
+                "source_id": chunk.source_id,
+                "start_unit_id": chunk.start_unit_id,
+                "end_unit_id": chunk.end_unit_id,
+                "kind": kind,
+                "title": title,
+                "summary": summary,
+                "source_ref": chunk.source_ref().model_dump(),
+            }
+        )
     source_id = chunks[0].source_id if chunks else "s1"
-    return {"kind": "dnd/scene-description-list", "schema_version": "v1",
-            "source_id": source_id, "scene_descriptions": records}
+    return {
+        "kind": "dnd/scene-description-list",
+        "schema_version": "v1",
+        "source_id": source_id,
+        "scene_descriptions": records,
+    }
 
 
-def npc_artifact(source_id: str, npcs: Sequence[tuple[str, str, Sequence[str]]] = (),
-                 cite: int = 0) -> dict[str, Any]:
+def npc_artifact(
+    source_id: str, npcs: Sequence[tuple[str, str, Sequence[str]]] = (), cite: int = 0
+) -> dict[str, Any]:
     """A valid, normalized NPC artifact from (id, name, aliases) triples."""
     ref = {"source_id": source_id, "start_unit_id": cite, "end_unit_id": cite}
-    return {"kind": "dnd/npc-list", "schema_version": "v1", "source_id": source_id,
-            "npcs": [{"id": npc_id, "name": name, "aliases": list(aliases), "description": "",
-                      "source_refs": [ref]} for npc_id, name, aliases in npcs]}
+    return {
+        "kind": "dnd/npc-list",
+        "schema_version": "v1",
+        "source_id": source_id,
+        "npcs": [
+            {
+                "id": npc_id,
+                "name": name,
+                "aliases": list(aliases),
+                "description": "",
+                "source_refs": [ref],
+            }
+            for npc_id, name, aliases in npcs
+        ],
+    }

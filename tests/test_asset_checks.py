@@ -34,21 +34,38 @@ NPCS = AssetKey("npcs")
 
 
 def npc_payload(refs: list[tuple[str, int, int]], **extra: Any) -> dict[str, Any]:
-    return {"kind": "dnd/npc-list", "schema_version": "v1", "source_id": "s1", "npcs": [
-        {"id": f"npc-{i}", "name": f"Npc {i}", "aliases": [], "description": "",
-         "source_refs": [{"source_id": s, "start_unit_id": a, "end_unit_id": b}], **extra}
-        for i, (s, a, b) in enumerate(refs)]}
+    return {
+        "kind": "dnd/npc-list",
+        "schema_version": "v1",
+        "source_id": "s1",
+        "npcs": [
+            {
+                "id": f"npc-{i}",
+                "name": f"Npc {i}",
+                "aliases": [],
+                "description": "",
+                "source_refs": [{"source_id": s, "start_unit_id": a, "end_unit_id": b}],
+                **extra,
+            }
+            for i, (s, a, b) in enumerate(refs)
+        ],
+    }
 
 
 def lane_result(payload: dict[str, Any] | None, chunks: int = 4, rejected: int = 0) -> LaneResult:
-    return LaneResult(lane_id="npcs", kind="dnd/npc-list",
-                      status="accepted" if payload is not None else "rejected", payload=payload,
-                      stats=LaneStats(chunks=chunks, rejected=rejected))
+    return LaneResult(
+        lane_id="npcs",
+        kind="dnd/npc-list",
+        status="accepted" if payload is not None else "rejected",
+        payload=payload,
+        stats=LaneStats(chunks=chunks, rejected=rejected),
+    )
 
 
 def evaluations(instance: DagsterInstance, run_id: str) -> dict[tuple[str, str], Any]:
     records = instance.get_records_for_run(
-        run_id, of_type=DagsterEventType.ASSET_CHECK_EVALUATION).records
+        run_id, of_type=DagsterEventType.ASSET_CHECK_EVALUATION
+    ).records
     out = {}
     for record in records:
         event = record.event_log_entry.dagster_event
@@ -64,32 +81,49 @@ def offline_profile(tmp_path: Path, publish: str | None = None) -> Path:
     if publish is None:
         return profile
     copy = tmp_path / "offline-publish.yaml"
-    copy.write_text(profile.read_text().replace(
-        "  output:\n", f"  publish: {publish}\n  output:\n"))
+    copy.write_text(
+        profile.read_text().replace("  output:\n", f"  publish: {publish}\n  output:\n")
+    )
     return copy
 
 
-def materialize(tmp_path: Path, instance: DagsterInstance, session: str, responder: Any,
-                profile: Path | None = None, succeed: bool = True) -> str:
+def materialize(
+    tmp_path: Path,
+    instance: DagsterInstance,
+    session: str,
+    responder: Any,
+    profile: Path | None = None,
+    succeed: bool = True,
+) -> str:
     register_transcript(tmp_path / "data" / "transcripts", session, SAMPLE)
     with scripted_llm(responder):
-        outcome = run_session(session_id=session,
-                              profile=profile or REPO / "configs" / "offline.yaml",
-                              data_root=tmp_path / "data", llm_profile="test-double",
-                              instance=instance, quiet=True)
+        outcome = run_session(
+            session_id=session,
+            profile=profile or REPO / "configs" / "offline.yaml",
+            data_root=tmp_path / "data",
+            llm_profile="test-double",
+            instance=instance,
+            quiet=True,
+        )
     assert outcome.success == succeed, outcome.error
     return outcome.run_id
 
 
 # --- through Dagster -------------------------------------------------------------------------
 
+
 def test_a_session_run_evaluates_every_check_for_its_partition(
-        tmp_path: Path, instance: DagsterInstance) -> None:
+    tmp_path: Path, instance: DagsterInstance
+) -> None:
     run_id = materialize(tmp_path, instance, "checked", lane_responder)
     found = evaluations(instance, run_id)
-    assert set(found) == {("npcs", "schema_valid"), ("npcs", "source_refs_in_document"),
-                          ("npcs", "rejection_rate"), ("session_bundle", "files_match_index"),
-                          ("session_bundle", "quality_vs_gold")}
+    assert set(found) == {
+        ("npcs", "schema_valid"),
+        ("npcs", "source_refs_in_document"),
+        ("npcs", "rejection_rate"),
+        ("session_bundle", "files_match_index"),
+        ("session_bundle", "quality_vs_gold"),
+    }
     assert all(e.passed for e in found.values()), {k: e.description for k, e in found.items()}
     assert {e.partition for e in found.values()} == {"checked"}
     assert found[("npcs", "source_refs_in_document")].metadata["references"].value > 0
@@ -97,7 +131,8 @@ def test_a_session_run_evaluates_every_check_for_its_partition(
 
 
 def test_a_mostly_rejected_lane_warns_but_the_run_succeeds(
-        tmp_path: Path, instance: DagsterInstance) -> None:
+    tmp_path: Path, instance: DagsterInstance
+) -> None:
     def cites_outside_the_chunk(messages: list[dict[str, Any]], response_format: Any) -> str:
         return json.dumps({"npcs": [{"name": "Ghost", "unit_ids": [987654]}]})
 
@@ -112,7 +147,8 @@ def test_a_mostly_rejected_lane_warns_but_the_run_succeeds(
 
 
 def test_a_blocking_policy_check_stops_the_bundle(
-        tmp_path: Path, instance: DagsterInstance) -> None:
+    tmp_path: Path, instance: DagsterInstance
+) -> None:
     def answers_garbage(messages: list[dict[str, Any]], response_format: Any) -> str:
         return "not json"
 
@@ -126,7 +162,8 @@ def test_a_blocking_policy_check_stops_the_bundle(
 
 
 def test_lane_preview_in_metadata_has_names_but_no_prose(
-        tmp_path: Path, instance: DagsterInstance) -> None:
+    tmp_path: Path, instance: DagsterInstance
+) -> None:
     materialize(tmp_path, instance, "preview", lane_responder)
     event = instance.get_latest_materialization_event(NPCS)
     assert event is not None and event.asset_materialization is not None
@@ -138,6 +175,7 @@ def test_lane_preview_in_metadata_has_names_but_no_prose(
 
 
 # --- lane checks -----------------------------------------------------------------------------
+
 
 def test_schema_check_names_paths_of_an_invalid_payload_not_values() -> None:
     payload = npc_payload([("s1", 1, 2)])
@@ -195,6 +233,7 @@ def test_a_bad_threshold_names_the_variable(monkeypatch: pytest.MonkeyPatch, val
 
 
 # --- preview ---------------------------------------------------------------------------------
+
 
 def test_preview_shows_allowlisted_fields_cut_short_and_never_prose() -> None:
     quote = "Gustav | says: " + "a very long line straight out of the transcript " * 3

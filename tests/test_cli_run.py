@@ -15,21 +15,44 @@ SAMPLE = REPO / "samples" / "crd3-c2e001-slice.jsonl"
 NOTARIUS = Path(sys.executable).with_name("notarius")
 
 
-def notarius(tmp_path: Path, *args: str,
-             responder: str = "tests.doubles:lane_responder") -> subprocess.CompletedProcess[str]:
+def notarius(
+    tmp_path: Path, *args: str, responder: str = "tests.doubles:lane_responder"
+) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NOTARIUS_", "DAGSTER_"))}
-    env.update({"DAGSTER_HOME": str(tmp_path / "home"), "PYTHONPATH": str(REPO),
-                "NOTARIUS_TEST_DOUBLE_RESPONDER": responder,
-                "COLUMNS": "160"})
+    env.update(
+        {
+            "DAGSTER_HOME": str(tmp_path / "home"),
+            "PYTHONPATH": str(REPO),
+            "NOTARIUS_TEST_DOUBLE_RESPONDER": responder,
+            "COLUMNS": "160",
+        }
+    )
     (tmp_path / "home").mkdir(exist_ok=True)
-    return subprocess.run([str(NOTARIUS), *args], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=300, check=False)
+    return subprocess.run(
+        [str(NOTARIUS), *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
 
 
 def run_args(tmp_path: Path, transcript: Path, *extra: str) -> list[str]:
-    return ["run", str(transcript), "--config", str(REPO / "configs" / "offline.yaml"),
-            "--out", str(tmp_path / "bundles"), "--data", str(tmp_path / "data"),
-            "--llm-profile", "test-double", *extra]
+    return [
+        "run",
+        str(transcript),
+        "--config",
+        str(REPO / "configs" / "offline.yaml"),
+        "--out",
+        str(tmp_path / "bundles"),
+        "--data",
+        str(tmp_path / "data"),
+        "--llm-profile",
+        "test-double",
+        *extra,
+    ]
 
 
 def test_run_shows_progress_and_a_summary_and_publishes(tmp_path: Path) -> None:
@@ -57,10 +80,14 @@ def test_run_refuses_a_bad_session_id_and_a_bad_profile(tmp_path: Path) -> None:
     done = notarius(tmp_path, *run_args(tmp_path, SAMPLE, "--session-id", "Not OK"))
     assert done.returncode == 2 and "session id" in done.stderr.lower()  # a usage error
     profile = tmp_path / "typo.yaml"
-    profile.write_text((REPO / "configs" / "offline.yaml").read_text().replace(
-        "llm_profile: offline", "llm_profile: offline\n  lanez: []"))
-    done = notarius(tmp_path, "run", str(SAMPLE), "--config", str(profile), "--out",
-                    str(tmp_path / "b"))
+    profile.write_text(
+        (REPO / "configs" / "offline.yaml")
+        .read_text()
+        .replace("llm_profile: offline", "llm_profile: offline\n  lanez: []")
+    )
+    done = notarius(
+        tmp_path, "run", str(SAMPLE), "--config", str(profile), "--out", str(tmp_path / "b")
+    )
     assert done.returncode == 1
     assert "typo.yaml" in done.stderr and "pipeline.lanez" in done.stderr
     assert "Traceback" not in done.stderr
@@ -71,7 +98,8 @@ def test_a_bad_runtime_reference_is_refused_before_anything_runs(tmp_path: Path)
     assert done.returncode == 1
     assert done.stderr.splitlines()[-1] == (
         "error: runtime references: profile 'offline.yaml': --reference nope: no selected "
-        "target declares this slot")
+        "target declares this slot"
+    )
     assert "Traceback" not in done.stderr
     assert not (tmp_path / "bundles").exists()
 
@@ -99,7 +127,8 @@ def test_two_long_file_names_cut_to_one_session_id_are_refused(tmp_path: Path) -
 
 
 def test_several_transcripts_run_in_one_process_and_an_unchanged_rerun_is_up_to_date(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     other = tmp_path / "Second Slice.jsonl"
     other.write_text(SAMPLE.read_text(encoding="utf-8"), encoding="utf-8")
     args = run_args(tmp_path, SAMPLE)

@@ -38,9 +38,14 @@ def home_instance() -> DagsterInstance:
 def materialize(data: Path, session: str) -> None:
     register_transcript(data / "transcripts", session, SAMPLE)
     with home_instance() as instance, scripted_llm(lane_responder):
-        outcome = run_session(session_id=session, profile=REPO / "configs" / "offline.yaml",
-                              data_root=data, llm_profile="test-double", instance=instance,
-                              quiet=True)
+        outcome = run_session(
+            session_id=session,
+            profile=REPO / "configs" / "offline.yaml",
+            data_root=data,
+            llm_profile="test-double",
+            instance=instance,
+            quiet=True,
+        )
     assert outcome.success, outcome.error
 
 
@@ -78,14 +83,19 @@ def env(two_sessions: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_list_reports_last_run_bundle_time_and_publication(
-        env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     rows = sessions_json(capsys)
     assert list(rows)[:3] == ["alpha", "beta", "gamma"]
     alpha = rows["alpha"]
     assert alpha["last_run"]["status"] == "SUCCESS"
     assert alpha["bundle_materialized_at"] and alpha["bundle_published"] is True
-    assert rows["gamma"] == {"session_id": "gamma", "last_run": None,
-                             "bundle_materialized_at": None, "bundle_published": False}
+    assert rows["gamma"] == {
+        "session_id": "gamma",
+        "last_run": None,
+        "bundle_materialized_at": None,
+        "bundle_published": False,
+    }
 
 
 def test_list_prints_a_table_by_default(env: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -95,7 +105,8 @@ def test_list_prints_a_table_by_default(env: Path, capsys: pytest.CaptureFixture
 
 
 def test_list_on_a_fresh_instance_says_there_are_none(
-        isolated_env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    isolated_env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["sessions", "list"]) == 0
     assert "no sessions yet" in capsys.readouterr().out
     assert main(["sessions", "list", "--json"]) == 0
@@ -103,7 +114,8 @@ def test_list_on_a_fresh_instance_says_there_are_none(
 
 
 def test_delete_removes_one_session_and_leaves_the_others(
-        isolated_env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    isolated_env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     data = isolated_env / "data"
     materialize(data, "one")
     materialize(data, "two")
@@ -133,29 +145,35 @@ def test_delete_removes_one_session_and_leaves_the_others(
     assert (data / "assets" / "two").is_dir() and list((data / "transcripts").glob("two.*"))
 
 
-def test_the_sessions_module_lists_and_deletes_what_the_command_prints(
-        isolated_env: Path) -> None:
+def test_the_sessions_module_lists_and_deletes_what_the_command_prints(isolated_env: Path) -> None:
     data = isolated_env / "data"
     materialize(data, "solo")
     store = store_paths(data=data, environ={})
     with home_instance() as instance:
         [row] = session_rows(instance, store)
         assert (row["session_id"], row["last_run"]["status"], row["bundle_published"]) == (
-            "solo", "SUCCESS", True)
+            "solo",
+            "SUCCESS",
+            True,
+        )
         assert runs_in_progress(instance, "solo") == []
         deletion = delete_session(instance, "solo", store)
-        assert deletion.done == ["published bundle and its versions", "session report",
-                                 "stored transcript",
-                                 "per-asset values",
-                                 "1 run(s) with their materializations, check results and logs",
-                                 "partition 'solo' of 'sessions'"]
+        assert deletion.done == [
+            "published bundle and its versions",
+            "session report",
+            "stored transcript",
+            "per-asset values",
+            "1 run(s) with their materializations, check results and logs",
+            "partition 'solo' of 'sessions'",
+        ]
         assert deletion.warnings == []
         assert session_rows(instance, store) == []
     assert not store.session_values("solo").exists() and not (store.bundles / "solo").exists()
 
 
 def test_deleting_an_unknown_session_says_so_without_a_traceback(
-        env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["sessions", "delete", "nope", "--yes"]) == 1
     err = capsys.readouterr().err
     assert "unknown session 'nope'" in err and "notarius sessions list" in err
@@ -163,14 +181,15 @@ def test_deleting_an_unknown_session_says_so_without_a_traceback(
 
 
 def test_an_invalid_session_id_is_a_usage_error(
-        env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["sessions", "delete", "Not A Session!", "--yes"]) == 2
     assert "session id must match" in capsys.readouterr().err
 
 
 def test_delete_without_a_terminal_and_without_yes_refuses(
-        isolated_env: Path, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
+    isolated_env: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     add_partition("keep")
     monkeypatch.setattr("sys.stdin", io.StringIO("y\n"))
     assert main(["sessions", "delete", "keep"]) == 2
@@ -180,8 +199,8 @@ def test_delete_without_a_terminal_and_without_yes_refuses(
 
 
 def test_delete_asks_on_a_terminal_and_a_no_keeps_the_session(
-        isolated_env: Path, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
+    isolated_env: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     add_partition("maybe")
     monkeypatch.setattr("sys.stdin", Terminal("n\n"))
     assert main(["sessions", "delete", "maybe"]) == 1
@@ -195,12 +214,18 @@ def test_delete_asks_on_a_terminal_and_a_no_keeps_the_session(
 
 
 def test_a_run_in_progress_blocks_delete_unless_forced(
-        isolated_env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    isolated_env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     add_partition("busy")
     with home_instance() as instance:
-        instance.add_run(DagsterRun(job_name="materialize_session", run_id=str(uuid.uuid4()),
-                                    status=DagsterRunStatus.STARTED,
-                                    tags={"dagster/partition": "busy"}))
+        instance.add_run(
+            DagsterRun(
+                job_name="materialize_session",
+                run_id=str(uuid.uuid4()),
+                status=DagsterRunStatus.STARTED,
+                tags={"dagster/partition": "busy"},
+            )
+        )
     assert main(["sessions", "delete", "busy", "--yes"]) == 1
     assert "in progress" in capsys.readouterr().err
     assert main(["sessions", "delete", "busy", "--yes", "--force"]) == 0
@@ -210,7 +235,8 @@ def test_a_run_in_progress_blocks_delete_unless_forced(
 
 
 def test_a_broken_instance_config_is_reported_not_raised(
-        isolated_env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    isolated_env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     home = isolated_env / "dagster-home"
     (home / "dagster.yaml").write_text("storage:\n  nonsense: {}\n")
     assert main(["sessions", "list"]) == 1
@@ -219,8 +245,9 @@ def test_a_broken_instance_config_is_reported_not_raised(
     assert "Traceback" not in err
 
 
-@pytest.mark.parametrize("argv", [[], ["run"], ["validate"], ["sessions"], ["sessions", "list"],
-                                  ["sessions", "delete"]])
+@pytest.mark.parametrize(
+    "argv", [[], ["run"], ["validate"], ["sessions"], ["sessions", "list"], ["sessions", "delete"]]
+)
 def test_every_command_has_help(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
         main([*argv, "--help"])
@@ -232,7 +259,12 @@ def test_the_console_script_lists_sessions(env: Path) -> None:
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-m", "notarius_dagster.cli", "sessions", "list",
-                           "--json"], capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "notarius_dagster.cli", "sessions", "list", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     assert {r["session_id"] for r in json.loads(done.stdout)} >= {"alpha", "beta", "gamma"}

@@ -21,13 +21,12 @@ from tests.lane_doubles import complete_responder
 REPO = Path(__file__).resolve().parent.parent
 SESSIONS = REPO / "data" / "sessions"
 COMPLETE = REPO / "configs" / "dnd-complete.yaml"
-LANES = {"npcs", "scene-descriptions", "combat-turns", "spells", "item-events",
-         "npc-interactions"}
+LANES = {"npcs", "scene-descriptions", "combat-turns", "spells", "item-events", "npc-interactions"}
 
 
 def real_slice(tmp_path: Path, name: str, start: int, count: int) -> Path:
     source = SESSIONS / name
-    lines = source.read_text().splitlines()[start:start + count]
+    lines = source.read_text().splitlines()[start : start + count]
     path = tmp_path / f"slice-{name}"
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -36,8 +35,9 @@ def real_slice(tmp_path: Path, name: str, start: int, count: int) -> Path:
 def assert_all_lanes_valid(bundle: Path, transcript: Path) -> dict[str, dict]:
     index = json.loads((bundle / "index.json").read_text())
     assert {lane["lane_id"] for lane in index["lanes"]} == LANES
-    document = parse_transcript(transcript.read_bytes(), file_name=transcript.name,
-                                source_id=index["session_id"])
+    document = parse_transcript(
+        transcript.read_bytes(), file_name=transcript.name, source_id=index["session_id"]
+    )
     positions = document.position_index()
     payloads = {}
     for lane in index["lanes"]:
@@ -51,12 +51,19 @@ def assert_all_lanes_valid(bundle: Path, transcript: Path) -> dict[str, dict]:
 
 
 def test_complete_profile_publishes_six_valid_lanes_with_the_test_double(
-        tmp_path: Path, instance: DagsterInstance) -> None:
+    tmp_path: Path, instance: DagsterInstance
+) -> None:
     transcript = real_slice(tmp_path, "crd3-c2e003.jsonl", 1000, 240)
     register_transcript(tmp_path / "data" / "transcripts", "c2e003", transcript)
     with scripted_llm(complete_responder) as double:
-        outcome = run_session(session_id="c2e003", profile=COMPLETE, data_root=tmp_path / "data",
-                              llm_profile="test-double", instance=instance, quiet=True)
+        outcome = run_session(
+            session_id="c2e003",
+            profile=COMPLETE,
+            data_root=tmp_path / "data",
+            llm_profile="test-double",
+            instance=instance,
+            quiet=True,
+        )
     assert outcome.success, outcome.error
     bundle = tmp_path / "data" / "bundles" / "c2e003"
     payloads = assert_all_lanes_valid(bundle, transcript)
@@ -71,12 +78,18 @@ def test_complete_profile_publishes_six_valid_lanes_with_the_test_double(
 
 @pytest.mark.slow
 def test_complete_profile_publishes_six_valid_lanes_with_the_offline_model(
-        tmp_path: Path, instance: DagsterInstance) -> None:
+    tmp_path: Path, instance: DagsterInstance
+) -> None:
     pytest.importorskip("llama_cpp")
     transcript = real_slice(tmp_path, "fireball-sea-hag.jsonl", 0, 40)
     register_transcript(tmp_path / "data" / "transcripts", "sea-hag", transcript)
-    outcome = run_session(session_id="sea-hag", profile=COMPLETE, data_root=tmp_path / "data",
-                          instance=instance, quiet=True)
+    outcome = run_session(
+        session_id="sea-hag",
+        profile=COMPLETE,
+        data_root=tmp_path / "data",
+        instance=instance,
+        quiet=True,
+    )
     assert outcome.success, outcome.error
     bundle = tmp_path / "data" / "bundles" / "sea-hag"
     assert_all_lanes_valid(bundle, transcript)

@@ -52,12 +52,20 @@ def npcs_lane() -> tuple[ResolvedLane, SourceDocument, tuple[Chunk, ...]]:
     return pipeline.lane("npcs"), document, tuple(chunk_map.chunks)
 
 
-def run_npcs(lane_setup: tuple[ResolvedLane, SourceDocument, tuple[Chunk, ...]],
-             client: LiteLLMClient) -> LaneResult:
+def run_npcs(
+    lane_setup: tuple[ResolvedLane, SourceDocument, tuple[Chunk, ...]], client: LiteLLMClient
+) -> LaneResult:
     lane, document, chunks = lane_setup
-    return run_lane(lane, document=document, chunks=chunks, references={}, client=client,
-                    session_id="s1", llm_fingerprint="test",
-                    max_concurrency=client.profile.max_concurrency)
+    return run_lane(
+        lane,
+        document=document,
+        chunks=chunks,
+        references={},
+        client=client,
+        session_id="s1",
+        llm_fingerprint="test",
+        max_concurrency=client.profile.max_concurrency,
+    )
 
 
 class Overlap:
@@ -83,8 +91,10 @@ class Overlap:
 
 # --- (a) concurrency inside a lane -----------------------------------------------------------
 
+
 def test_lane_calls_run_concurrently_up_to_the_profile_limit_and_never_above(
-        npcs_lane: Any) -> None:
+    npcs_lane: Any,
+) -> None:
     overlap = Overlap()
     client = LiteLLMClient(double_profile(max_concurrency=3), retry_backoff_s=0)
     with scripted_llm(overlap) as double:
@@ -107,16 +117,24 @@ def test_through_dagster_the_lane_uses_the_resolved_profiles_limit(tmp_path: Pat
     overlap = Overlap()
     register_transcript(tmp_path / "data" / "transcripts", "conc", SAMPLE)
     with DagsterInstance.ephemeral() as instance, scripted_llm(overlap) as double:
-        outcome = run_session(session_id="conc", profile=PROFILE, data_root=tmp_path / "data",
-                              llm_profile="test-double", instance=instance, quiet=True)
+        outcome = run_session(
+            session_id="conc",
+            profile=PROFILE,
+            data_root=tmp_path / "data",
+            llm_profile="test-double",
+            instance=instance,
+            quiet=True,
+        )
     assert outcome.success, outcome.error
     assert len(double.calls) >= 6 and overlap.peak == 2
 
 
 # --- (b) rate limits retry with backoff ------------------------------------------------------
 
+
 def test_a_rate_limited_call_retries_with_backoff_then_the_lane_succeeds(
-        npcs_lane: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    npcs_lane: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pauses: list[float] = []
     monkeypatch.setattr(client_module, "time", SimpleNamespace(sleep=pauses.append))
     limited = {"left": 2}
@@ -134,14 +152,15 @@ def test_a_rate_limited_call_retries_with_backoff_then_the_lane_succeeds(
         result = run_npcs(npcs_lane, client)
     chunks = len(npcs_lane[2])
     assert result.status == "accepted" and not result.rejections
-    assert len(double.calls) == chunks + 2          # two refused, then every chunk answered
-    assert result.stats.usage.calls == chunks      # refused calls are not answers
+    assert len(double.calls) == chunks + 2  # two refused, then every chunk answered
+    assert result.stats.usage.calls == chunks  # refused calls are not answers
     assert len(pauses) == 2
     assert 1.0 <= pauses[0] <= 2.0 and 2.0 <= pauses[1] <= 3.0  # exponential, with jitter
 
 
 def test_a_rate_limit_that_outlasts_the_retries_escapes_the_lane_as_transient(
-        npcs_lane: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    npcs_lane: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(client_module, "time", SimpleNamespace(sleep=lambda s: None))
 
     def always_limited(messages: Messages, response_format: Any) -> str:
@@ -154,12 +173,15 @@ def test_a_rate_limit_that_outlasts_the_retries_escapes_the_lane_as_transient(
 
 # --- (c) permanent errors fail fast with the provider's words --------------------------------
 
+
 def echoing(kind: Any) -> Any:
     """A provider that refuses and echoes the longest line of the prompt back."""
+
     def respond(messages: Messages, response_format: Any) -> str:
         user = next(m["content"] for m in reversed(messages) if m["role"] == "user")
         echoed = max(user.splitlines(), key=len)
         raise provider_error_of(kind, f"Invalid request (code 4711) near: {echoed}")
+
     return respond
 
 
@@ -169,7 +191,8 @@ def longest_prompt_lines(calls: Any) -> list[str]:
 
 @pytest.mark.parametrize("kind", ["authentication", "bad_request"])
 def test_a_permanent_error_fails_the_lane_with_the_providers_words_and_no_prompt(
-        npcs_lane: Any, kind: str) -> None:
+    npcs_lane: Any, kind: str
+) -> None:
     client = LiteLLMClient(double_profile(retries=3, max_concurrency=1), retry_backoff_s=0)
     with scripted_llm(echoing(kind)) as double, pytest.raises(LaneError) as info:
         run_npcs(npcs_lane, client)
@@ -177,8 +200,11 @@ def test_a_permanent_error_fails_the_lane_with_the_providers_words_and_no_prompt
     assert "Invalid request (code 4711)" in message
     assert "failed after 1 attempt:" in message  # the client did not retry it
     assert not any(line.strip() in message for line in longest_prompt_lines(double.calls))
-    assert not any(text in message for _, _, text in units_in(list(double.calls[0].messages))
-                   if len(text) >= 20)
+    assert not any(
+        text in message
+        for _, _, text in units_in(list(double.calls[0].messages))
+        if len(text) >= 20
+    )
 
 
 def test_a_permanent_error_stops_the_lane_at_the_first_call(npcs_lane: Any) -> None:
@@ -191,9 +217,14 @@ def test_a_permanent_error_stops_the_lane_at_the_first_call(npcs_lane: Any) -> N
 def test_through_dagster_the_step_failure_is_the_providers_message(tmp_path: Path) -> None:
     register_transcript(tmp_path / "data" / "transcripts", "denied", SAMPLE)
     with DagsterInstance.ephemeral() as instance, scripted_llm(echoing("authentication")) as double:
-        outcome = run_session(session_id="denied", profile=PROFILE,
-                              data_root=tmp_path / "data", llm_profile="test-double",
-                              instance=instance, quiet=True)
+        outcome = run_session(
+            session_id="denied",
+            profile=PROFILE,
+            data_root=tmp_path / "data",
+            llm_profile="test-double",
+            instance=instance,
+            quiet=True,
+        )
     assert not outcome.success and outcome.error is not None
     assert outcome.error.startswith("npcs: ")
     assert "AuthenticationError" in outcome.error and "Invalid request (code 4711)" in outcome.error
@@ -204,20 +235,28 @@ def test_through_dagster_the_step_failure_is_the_providers_message(tmp_path: Pat
 
 # --- (d) the pool and the run queue ----------------------------------------------------------
 
+
 def test_every_lane_asset_is_in_pool_llm_and_nothing_else_is(tmp_path: Path) -> None:
-    defs = build_run_definitions(profile=REPO / "configs" / "dnd-complete.yaml",
-                                 data_root=tmp_path, llm_profile="test-double")
+    defs = build_run_definitions(
+        profile=REPO / "configs" / "dnd-complete.yaml",
+        data_root=tmp_path,
+        llm_profile="test-double",
+    )
     graph = defs.resolve_asset_graph()
-    lanes = {AssetKey(lane.replace("-", "_")) for lane in
-             resolve_profile_file(REPO / "configs" / "dnd-complete.yaml").lane_ids()}
-    pools = {key: graph.assets_def_for_key(key).op.pool
-             for key in graph.get_all_asset_keys() if graph.get(key).is_executable}
+    lanes = {
+        AssetKey(lane.replace("-", "_"))
+        for lane in resolve_profile_file(REPO / "configs" / "dnd-complete.yaml").lane_ids()
+    }
+    pools = {
+        key: graph.assets_def_for_key(key).op.pool
+        for key in graph.get_all_asset_keys()
+        if graph.get(key).is_executable
+    }
     assert len(lanes) >= 5
     assert {k for k, pool in pools.items() if pool == "llm"} == lanes
 
 
-def test_the_instance_config_sets_a_run_queue_limit_and_the_pool_default(
-        tmp_path: Path) -> None:
+def test_the_instance_config_sets_a_run_queue_limit_and_the_pool_default(tmp_path: Path) -> None:
     config = yaml.safe_load((REPO / "dagster.yaml").read_text())
     max_runs = config["concurrency"]["runs"]["max_concurrent_runs"]
     pool_limit = config["concurrency"]["pools"]["default_limit"]

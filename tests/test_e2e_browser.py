@@ -30,9 +30,16 @@ if TYPE_CHECKING:
 pytest_plugins = ["tests.e2e_servers"]
 
 CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                 "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "samples" / "crd3-c2e001-slice.jsonl"
 SESSION = "e2e-browser"
@@ -49,8 +56,10 @@ def artifacts() -> Path:
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
     if not CHROMIUM.exists():
-        reason = (f"{CHROMIUM} is missing: install Debian's chromium (apt-get install "
-                  "chromium); Playwright's own browser download is not used")
+        reason = (
+            f"{CHROMIUM} is missing: install Debian's chromium (apt-get install "
+            "chromium); Playwright's own browser download is not used"
+        )
         if os.environ.get("CI"):  # .ci/run installs it: missing there is a failure
             pytest.fail(reason)
         pytest.skip(reason)
@@ -65,8 +74,12 @@ def browser() -> Iterator[Browser]:
 
 
 @pytest.fixture
-def page(browser: Browser, dagster_servers: DagsterServers, request: pytest.FixtureRequest,
-         tmp_path_factory: pytest.TempPathFactory) -> Iterator[Page]:
+def page(
+    browser: Browser,
+    dagster_servers: DagsterServers,
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Page]:
     """A fresh page; if the test fails, a full-page screenshot is saved and its path shown."""
     # A fresh instance greets the first visitor on localhost with a newsletter dialog that can
     # land on top of another dialog; tell the instance it has been seen, as "Skip" would.
@@ -75,8 +88,10 @@ def page(browser: Browser, dagster_servers: DagsterServers, request: pytest.Fixt
     page = context.new_page()
     page.set_default_timeout(UI_TIMEOUT_MS)
     # Should the dialog still appear (another Dagster release), dismiss it.
-    page.add_locator_handler(page.get_by_text("Join the Dagster community"),
-                             lambda: page.get_by_role("button", name="Skip").click())
+    page.add_locator_handler(
+        page.get_by_text("Join the Dagster community"),
+        lambda: page.get_by_role("button", name="Skip").click(),
+    )
     failures_before = request.session.testsfailed
     try:
         yield page
@@ -124,7 +139,8 @@ def wait_for_run_status(page: Page, timeout_ms: int = RUN_TIMEOUT_MS) -> str:
 
 @pytest.mark.slow
 def test_a_session_partition_is_materialized_by_clicking_in_the_ui(
-        dagster_servers: DagsterServers, registered_session: str, page: Page) -> None:
+    dagster_servers: DagsterServers, registered_session: str, page: Page
+) -> None:
     from playwright.sync_api import expect
 
     page.goto(dagster_servers.url)
@@ -135,8 +151,11 @@ def test_a_session_partition_is_materialized_by_clicking_in_the_ui(
     # shows its assets.
     for group in ("ingest", "lanes", "publish"):
         expect(graph.get_by_text(group, exact=True).first).to_be_visible()
-    groups = {"ingest": ("source_document", "chunk_map"), "lanes": ("npcs",),
-              "publish": ("session_bundle", "session_report")}
+    groups = {
+        "ingest": ("source_document", "chunk_map"),
+        "lanes": ("npcs",),
+        "publish": ("session_bundle", "session_report"),
+    }
     for group, assets in groups.items():
         page.goto(f"{dagster_servers.url}/locations/notarius/asset-groups/{group}/lineage")
         for asset in assets:

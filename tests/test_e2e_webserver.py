@@ -48,7 +48,8 @@ def read_json(path: Path) -> Any:
 
 @pytest.mark.slow
 def test_a_dropped_transcript_is_published_and_an_edited_copy_runs_again(
-        dagster_servers: DagsterServers) -> None:
+    dagster_servers: DagsterServers,
+) -> None:
     servers = dagster_servers
     units = sample_slice()
     first_hash = drop_atomically(servers.inbox, f"{SESSION}.jsonl", units)
@@ -81,13 +82,16 @@ def test_a_dropped_transcript_is_published_and_an_edited_copy_runs_again(
 
 # The contract the end-to-end test relies on: the test double's opt-in default responder.
 
-NPC_PROMPT = [{"role": "system", "content": "List the non-player characters."},
-              {"role": "user", "content": "[7] MATT: Gustav waves."}]
+NPC_PROMPT = [
+    {"role": "system", "content": "List the non-player characters."},
+    {"role": "user", "content": "[7] MATT: Gustav waves."},
+]
 
 
 def answer(messages: list[dict[str, str]]) -> str:
-    response = litellm.completion(model=f"{test_double.DOUBLE_PROVIDER}/scripted",
-                                  messages=messages)
+    response = litellm.completion(
+        model=f"{test_double.DOUBLE_PROVIDER}/scripted", messages=messages
+    )
     return str(response.choices[0].message.content)
 
 
@@ -102,7 +106,8 @@ def responder_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatc
 
 
 def test_the_default_responder_answers_calls_made_outside_any_block(
-        responder_env: pytest.MonkeyPatch) -> None:
+    responder_env: pytest.MonkeyPatch,
+) -> None:
     responder_env.setenv(test_double.RESPONDER_ENV, "tests.doubles:lane_responder")
     test_double.register_double()
     assert json.loads(answer(NPC_PROMPT))["npcs"][0]["name"] == "Gustav"
@@ -113,7 +118,8 @@ def test_the_default_responder_answers_calls_made_outside_any_block(
 
 
 def test_without_the_variable_a_call_outside_a_block_fails_loudly(
-        responder_env: pytest.MonkeyPatch) -> None:
+    responder_env: pytest.MonkeyPatch,
+) -> None:
     responder_env.delenv(test_double.RESPONDER_ENV, raising=False)
     test_double.register_double()
     with pytest.raises(Exception, match="no test double is active"):

@@ -96,18 +96,39 @@ def _scene_refs(artifact: BaseModel) -> list[SourceRef]:
     return [scene.source_ref for scene in artifact.scenes]
 
 
-PLURAL = register_kind(ArtifactKind(
-    kind="test/evidence-plural", model=ThingList, schema_id="test.evidence_plural",
-    schema_name="test_evidence_plural_v1", schema_version="v1", items_field="things",
-    project_source_refs=_thing_refs))
-SCENES = register_kind(ArtifactKind(
-    kind="test/evidence-scene", model=SceneList, schema_id="test.evidence_scene",
-    schema_name="test_evidence_scene_v1", schema_version="v1", items_field="scenes",
-    project_source_refs=_scene_refs))
-OPAQUE = register_kind(ArtifactKind(
-    kind="test/evidence-opaque", model=Opaque, schema_id="test.evidence_opaque",
-    schema_name="test_evidence_opaque_v1", schema_version="v1", items_field="items",
-    project_source_refs=None))  # type: ignore[arg-type]  # a kind that exposes no evidence
+PLURAL = register_kind(
+    ArtifactKind(
+        kind="test/evidence-plural",
+        model=ThingList,
+        schema_id="test.evidence_plural",
+        schema_name="test_evidence_plural_v1",
+        schema_version="v1",
+        items_field="things",
+        project_source_refs=_thing_refs,
+    )
+)
+SCENES = register_kind(
+    ArtifactKind(
+        kind="test/evidence-scene",
+        model=SceneList,
+        schema_id="test.evidence_scene",
+        schema_name="test_evidence_scene_v1",
+        schema_version="v1",
+        items_field="scenes",
+        project_source_refs=_scene_refs,
+    )
+)
+OPAQUE = register_kind(
+    ArtifactKind(
+        kind="test/evidence-opaque",
+        model=Opaque,
+        schema_id="test.evidence_opaque",
+        schema_name="test_evidence_opaque_v1",
+        schema_version="v1",
+        items_field="items",
+        project_source_refs=None,
+    )
+)  # type: ignore[arg-type]  # a kind that exposes no evidence
 
 
 class _NeverRuns:
@@ -118,8 +139,15 @@ class _NeverRuns:
 
 
 for _kind in ("test/evidence-plural", "test/evidence-scene", "test/evidence-opaque"):
-    CATALOG.register(ModuleSpec(key=f"test.{_kind.split('/')[1]}", stage="extract",
-                                artifact_kind=_kind, requires=("chunks",)), _NeverRuns)
+    CATALOG.register(
+        ModuleSpec(
+            key=f"test.{_kind.split('/')[1]}",
+            stage="extract",
+            artifact_kind=_kind,
+            requires=("chunks",),
+        ),
+        _NeverRuns,
+    )
 
 TEXTS = [f"secret line number {i} said aloud" for i in range(10)]
 
@@ -128,21 +156,43 @@ TEXTS = [f"secret line number {i} said aloud" for i in range(10)]
 
 
 def things(lane_id: str, refs: list[tuple[int, int]], source_id: str = "s1") -> LaneResult:
-    payload = ThingList(source_id=source_id, things=[
-        Thing(name=f"thing-{i}", source_refs=[SourceRef(source_id=source_id, start_unit_id=s,
-                                                        end_unit_id=e)])
-        for i, (s, e) in enumerate(refs)]).model_dump(mode="json")
-    return LaneResult(lane_id=lane_id, kind=PLURAL.kind, status="accepted", payload=payload,
-                      stats=LaneStats(records=len(refs)))
+    payload = ThingList(
+        source_id=source_id,
+        things=[
+            Thing(
+                name=f"thing-{i}",
+                source_refs=[SourceRef(source_id=source_id, start_unit_id=s, end_unit_id=e)],
+            )
+            for i, (s, e) in enumerate(refs)
+        ],
+    ).model_dump(mode="json")
+    return LaneResult(
+        lane_id=lane_id,
+        kind=PLURAL.kind,
+        status="accepted",
+        payload=payload,
+        stats=LaneStats(records=len(refs)),
+    )
 
 
 def scenes(lane_id: str, refs: list[tuple[int, int]]) -> LaneResult:
-    payload = SceneList(source_id="s1", scenes=[
-        Scene(summary=f"scene {i}", source_ref=SourceRef(source_id="s1", start_unit_id=s,
-                                                         end_unit_id=e))
-        for i, (s, e) in enumerate(refs)]).model_dump(mode="json")
-    return LaneResult(lane_id=lane_id, kind=SCENES.kind, status="accepted", payload=payload,
-                      stats=LaneStats(records=len(refs)))
+    payload = SceneList(
+        source_id="s1",
+        scenes=[
+            Scene(
+                summary=f"scene {i}",
+                source_ref=SourceRef(source_id="s1", start_unit_id=s, end_unit_id=e),
+            )
+            for i, (s, e) in enumerate(refs)
+        ],
+    ).model_dump(mode="json")
+    return LaneResult(
+        lane_id=lane_id,
+        kind=SCENES.kind,
+        status="accepted",
+        payload=payload,
+        stats=LaneStats(records=len(refs)),
+    )
 
 
 def rejected(lane_id: str) -> LaneResult:
@@ -154,25 +204,37 @@ def unit_ids(evidence: EvidenceContext) -> list[list[int]]:
 
 
 def direct(evidence: EvidenceContext) -> list[list[tuple[int, int, tuple[str, ...]]]]:
-    return [[(r.source_ref.start_unit_id, r.source_ref.end_unit_id, r.lanes)
-             for r in c.references] for c in evidence.contexts]
+    return [
+        [(r.source_ref.start_unit_id, r.source_ref.end_unit_id, r.lanes) for r in c.references]
+        for c in evidence.contexts
+    ]
 
 
-def build(document: SourceDocument, results: list[LaneResult], lanes: list[str],
-          window: int = 1) -> EvidenceContext:
+def build(
+    document: SourceDocument, results: list[LaneResult], lanes: list[str], window: int = 1
+) -> EvidenceContext:
     return build_evidence_context(document, results, lanes=lanes, window_units=window)
 
 
-def profile(evidence: dict[str, Any] | None = None,
-            lanes: tuple[str, ...] = ("things", "scenes", "opaque")) -> dict[str, Any]:
-    modules = {"things": "test.evidence-plural", "more-things": "test.evidence-plural",
-               "scenes": "test.evidence-scene", "opaque": "test.evidence-opaque"}
-    data: dict[str, Any] = {"version": 1, "pipeline": {
-        "id": "p1", "llm_profile": "test-double",
-        "lanes": [{"id": lane, "extract": {"module": modules[lane]}} for lane in lanes]}}
+def profile(
+    evidence: dict[str, Any] | None = None, lanes: tuple[str, ...] = ("things", "scenes", "opaque")
+) -> dict[str, Any]:
+    modules = {
+        "things": "test.evidence-plural",
+        "more-things": "test.evidence-plural",
+        "scenes": "test.evidence-scene",
+        "opaque": "test.evidence-opaque",
+    }
+    data: dict[str, Any] = {
+        "version": 1,
+        "pipeline": {
+            "id": "p1",
+            "llm_profile": "test-double",
+            "lanes": [{"id": lane, "extract": {"module": modules[lane]}} for lane in lanes],
+        },
+    }
     if evidence is not None:
-        data["pipeline"]["output"] = {"module": "json",
-                                      "options": {"evidence_context": evidence}}
+        data["pipeline"]["output"] = {"module": "json", "options": {"evidence_context": evidence}}
     return data
 
 
@@ -189,32 +251,50 @@ def resolution_error(data: dict[str, Any], **kwargs: Any) -> ProfileError:
 
 def options_error(options: dict[str, Any]) -> str:
     with pytest.raises(ValueError) as info:
-        validate_output_options(options, configured_lanes={"things": PLURAL.kind},
-                                fail=lambda key, msg: ValueError(f"{key}: {msg}"))
+        validate_output_options(
+            options,
+            configured_lanes={"things": PLURAL.kind},
+            fail=lambda key, msg: ValueError(f"{key}: {msg}"),
+        )
     return str(info.value)
 
 
-def published_files(evidence: EvidenceContext | None,
-                    results: list[LaneResult]) -> dict[str, Any]:
+def published_files(evidence: EvidenceContext | None, results: list[LaneResult]) -> dict[str, Any]:
     """The logical files of a bundle, assembled the way the bundle asset does it."""
     document = make_document(texts=TEXTS)
     pipeline = resolve(profile(lanes=("things", "scenes")))
-    chunk_map = ChunkMap(source_id="s1", source_digest=document.digest, chunker="generic",
-                         chunks=(make_chunk(document, 0, document.units),))
+    chunk_map = ChunkMap(
+        source_id="s1",
+        source_digest=document.digest,
+        chunker="generic",
+        chunks=(make_chunk(document, 0, document.units),),
+    )
     chunks = ChunkResult(chunk_map=chunk_map)
-    manifest = build_manifest(run_id="r1", session_id="s1", pipeline=pipeline, document=document,
-                              chunk_result=chunks, lane_results=results, started_at="t0",
-                              completed_at="t1", wall_time_s=1.0, evidence_enabled=False)
-    files = assemble_bundle(manifest=manifest, chunk_result=chunks, lane_results=results,
-                            evidence_context=evidence)
+    manifest = build_manifest(
+        run_id="r1",
+        session_id="s1",
+        pipeline=pipeline,
+        document=document,
+        chunk_result=chunks,
+        lane_results=results,
+        started_at="t0",
+        completed_at="t1",
+        wall_time_s=1.0,
+        evidence_enabled=False,
+    )
+    files = assemble_bundle(
+        manifest=manifest, chunk_result=chunks, lane_results=results, evidence_context=evidence
+    )
     return {name: json.loads(data) for name, data in encode_bundle(files).items()}
 
 
 @contextmanager
 def invocation() -> Iterator[AssetExecutionContext]:
     """A context for invoking an asset directly, on an ephemeral instance disposed afterwards."""
-    with DagsterInstance.ephemeral() as instance, \
-            build_asset_context(partition_key="s1", instance=instance) as context:
+    with (
+        DagsterInstance.ephemeral() as instance,
+        build_asset_context(partition_key="s1", instance=instance) as context,
+    ):
         yield context
 
 
@@ -240,14 +320,21 @@ def test_enabled_false_is_the_same_as_absent() -> None:
 
 def test_disabled_bundle_has_no_evidence_file_or_descriptor() -> None:
     files = published_files(None, [things("things", [(2, 2)]), scenes("scenes", [(0, 9)])])
-    assert sorted(files) == ["chunk-map.json", "index.json", "lanes/scenes.json",
-                             "lanes/things.json", "manifest.json", "rejected.json",
-                             "warnings.json"]
+    assert sorted(files) == [
+        "chunk-map.json",
+        "index.json",
+        "lanes/scenes.json",
+        "lanes/things.json",
+        "manifest.json",
+        "rejected.json",
+        "warnings.json",
+    ]
     assert "evidence_context" not in files["index.json"]
 
 
 def test_enabled_bundle_adds_only_the_evidence_file_and_its_descriptor(
-        document: SourceDocument) -> None:
+    document: SourceDocument,
+) -> None:
     results = [things("things", [(2, 2)]), scenes("scenes", [(0, 9)])]
     evidence = build(document, results, ["things"])
     without = published_files(None, results)
@@ -264,24 +351,33 @@ def test_enabled_bundle_adds_only_the_evidence_file_and_its_descriptor(
 # --- Enabling it requires an explicit non-empty lane allowlist.
 
 
-@pytest.mark.parametrize(("options", "message"), [
-    ({"evidence_context": {"enabled": True}}, "evidence_context.lanes: a non-empty list"),
-    ({"evidence_context": {"enabled": True, "lanes": []}}, "evidence_context.lanes: a non-empty"),
-    ({"evidence_context": {"enabled": True, "lanes": "things"}}, "evidence_context.lanes:"),
-    ({"evidence_context": {"lanes": ["things"]}}, "evidence_context.enabled: required"),
-    ({"evidence_context": {"enabled": False, "lanes": ["things"]}}, "not allowed when enabled"),
-    ({"evidence_context": {"enabled": False, "window_units": 2}}, "not allowed when enabled"),
-    ({"evidence_context": {"enabled": True, "lanes": ["things"], "window_units": -1}},
-     "window_units: must be a non-negative integer"),
-])
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"evidence_context": {"enabled": True}}, "evidence_context.lanes: a non-empty list"),
+        (
+            {"evidence_context": {"enabled": True, "lanes": []}},
+            "evidence_context.lanes: a non-empty",
+        ),
+        ({"evidence_context": {"enabled": True, "lanes": "things"}}, "evidence_context.lanes:"),
+        ({"evidence_context": {"lanes": ["things"]}}, "evidence_context.enabled: required"),
+        ({"evidence_context": {"enabled": False, "lanes": ["things"]}}, "not allowed when enabled"),
+        ({"evidence_context": {"enabled": False, "window_units": 2}}, "not allowed when enabled"),
+        (
+            {"evidence_context": {"enabled": True, "lanes": ["things"], "window_units": -1}},
+            "window_units: must be a non-negative integer",
+        ),
+    ],
+)
 def test_enabling_requires_an_explicit_allowlist(options: dict[str, Any], message: str) -> None:
     assert message in options_error(options)
 
 
 def test_allowlist_is_trimmed_sorted_and_window_defaults_to_three() -> None:
     pipeline = resolve(profile({"enabled": True, "lanes": [" things", "scenes "]}))
-    assert pipeline.output_options == {"evidence_context": {
-        "enabled": True, "window_units": 3, "lanes": ["scenes", "things"]}}
+    assert pipeline.output_options == {
+        "evidence_context": {"enabled": True, "window_units": 3, "lanes": ["scenes", "things"]}
+    }
 
 
 def test_the_engine_refuses_an_empty_allowlist(document: SourceDocument) -> None:
@@ -311,15 +407,17 @@ def test_lane_whose_kind_exposes_no_evidence_fails_resolution() -> None:
 
 
 def test_unsupported_kind_fails_even_when_its_lane_is_filtered_out_of_the_run() -> None:
-    err = resolution_error(profile({"enabled": True, "lanes": ["opaque", "things"]}),
-                           lanes=["things"])
+    err = resolution_error(
+        profile({"enabled": True, "lanes": ["opaque", "things"]}), lanes=["things"]
+    )
     assert "exposes no source evidence" in str(err)
 
 
-def test_invocation_lane_filtering_keeps_the_configured_allowlist(
-        document: SourceDocument) -> None:
-    pipeline = resolve(profile({"enabled": True, "lanes": ["scenes", "things"],
-                                "window_units": 0}), lanes=["things"])
+def test_invocation_lane_filtering_keeps_the_configured_allowlist(document: SourceDocument) -> None:
+    pipeline = resolve(
+        profile({"enabled": True, "lanes": ["scenes", "things"], "window_units": 0}),
+        lanes=["things"],
+    )
     asset = build_evidence_context_asset(pipeline)
     assert asset is not None
     assert set(asset.keys_by_input_name) == {"source_document", "things"}
@@ -339,16 +437,19 @@ def test_asset_depends_on_the_source_and_only_allowlisted_lanes() -> None:
 # --- References from all selected successful lanes contribute to one deduplicated document.
 
 
-def test_references_from_every_selected_lane_form_one_document(
-        document: SourceDocument) -> None:
-    results = [things("things", [(2, 2), (8, 8)]),
-               things("more-things", [(2, 2), (3, 3)]),
-               scenes("scenes", [(5, 6)])]
+def test_references_from_every_selected_lane_form_one_document(document: SourceDocument) -> None:
+    results = [
+        things("things", [(2, 2), (8, 8)]),
+        things("more-things", [(2, 2), (3, 3)]),
+        scenes("scenes", [(5, 6)]),
+    ]
     evidence = build(document, results, ["more-things", "scenes", "things"], window=0)
     assert unit_ids(evidence) == [[2, 3], [5, 6], [8]]
-    assert direct(evidence) == [[(2, 2, ("more-things", "things")), (3, 3, ("more-things",))],
-                                [(5, 6, ("scenes",))],
-                                [(8, 8, ("things",))]]
+    assert direct(evidence) == [
+        [(2, 2, ("more-things", "things")), (3, 3, ("more-things",))],
+        [(5, 6, ("scenes",))],
+        [(8, 8, ("things",))],
+    ]
     assert evidence.contributing_lanes() == ["more-things", "scenes", "things"]
 
 
@@ -358,8 +459,12 @@ def test_a_reference_cited_twice_by_one_lane_appears_once(document: SourceDocume
 
 
 def test_rejected_and_absent_lanes_contribute_nothing(document: SourceDocument) -> None:
-    evidence = build(document, [rejected("more-things"), things("things", [(7, 7)])],
-                     ["more-things", "scenes", "things"], window=0)
+    evidence = build(
+        document,
+        [rejected("more-things"), things("things", [(7, 7)])],
+        ["more-things", "scenes", "things"],
+        window=0,
+    )
     assert evidence.lanes == ("more-things", "scenes", "things")
     assert direct(evidence) == [[(7, 7, ("things",))]]
     assert evidence.contributing_lanes() == ["things"]
@@ -398,8 +503,12 @@ def test_contexts_follow_document_order_not_citation_order() -> None:
 
 
 def test_overlapping_windows_share_one_copy_of_each_unit(document: SourceDocument) -> None:
-    evidence = build(document, [things("things", [(2, 2), (4, 4)]), scenes("scenes", [(3, 3)])],
-                     ["scenes", "things"], window=1)
+    evidence = build(
+        document,
+        [things("things", [(2, 2), (4, 4)]), scenes("scenes", [(3, 3)])],
+        ["scenes", "things"],
+        window=1,
+    )
     assert unit_ids(evidence) == [[1, 2, 3, 4, 5]]
     assert [r[:2] for r in direct(evidence)[0]] == [(2, 2), (3, 3), (4, 4)]
 
@@ -428,15 +537,19 @@ def test_windows_are_clipped_at_the_document_ends(document: SourceDocument) -> N
 
 
 def test_direct_references_are_kept_unchanged_beside_their_context(
-        document: SourceDocument) -> None:
+    document: SourceDocument,
+) -> None:
     evidence = build(document, [things("things", [(4, 5)])], ["things"], window=2)
     [context] = evidence.contexts
     assert (context.start_unit_id, context.end_unit_id) == (2, 7)
     [reference] = context.references
     assert reference.source_ref == SourceRef(source_id="s1", start_unit_id=4, end_unit_id=5)
     assert reference.lanes == ("things",)
-    cited = {u.unit_id for u in context.units
-             if reference.source_ref.start_unit_id <= u.unit_id <= reference.source_ref.end_unit_id}
+    cited = {
+        u.unit_id
+        for u in context.units
+        if reference.source_ref.start_unit_id <= u.unit_id <= reference.source_ref.end_unit_id
+    }
     assert cited == {4, 5} and len(context.units) == 6
 
 
@@ -470,26 +583,36 @@ def test_scene_lane_contributes_nothing_unless_allowlisted(document: SourceDocum
 
 def test_a_new_pipeline_lane_does_not_widen_the_evidence(document: SourceDocument) -> None:
     before = build(document, [things("things", [(2, 2)])], ["things"])
-    after = build(document, [things("things", [(2, 2)]), things("new-lane", [(8, 8)])],
-                  ["things"])
+    after = build(document, [things("things", [(2, 2)]), things("new-lane", [(8, 8)])], ["things"])
     assert after == before
 
 
 # --- Invalid accepted references fail output projection rather than being ignored.
 
 
-@pytest.mark.parametrize(("ref", "problem"), [
-    (SourceRef(source_id="another-session", start_unit_id=1, end_unit_id=1),
-     "cites another source document"),
-    (SourceRef(source_id="s1", start_unit_id=404, end_unit_id=2), "start unit is not in"),
-    (SourceRef(source_id="s1", start_unit_id=2, end_unit_id=404), "end unit is not in"),
-    (SourceRef(source_id="s1", start_unit_id=7, end_unit_id=99), "comes after its end unit"),
-])
+@pytest.mark.parametrize(
+    ("ref", "problem"),
+    [
+        (
+            SourceRef(source_id="another-session", start_unit_id=1, end_unit_id=1),
+            "cites another source document",
+        ),
+        (SourceRef(source_id="s1", start_unit_id=404, end_unit_id=2), "start unit is not in"),
+        (SourceRef(source_id="s1", start_unit_id=2, end_unit_id=404), "end unit is not in"),
+        (SourceRef(source_id="s1", start_unit_id=7, end_unit_id=99), "comes after its end unit"),
+    ],
+)
 def test_invalid_accepted_reference_fails_projection(ref: SourceRef, problem: str) -> None:
     doc = make_document([50, 3, 99, 7, 20, 1, 64, 2], texts=TEXTS[:8])
-    payload = ThingList(source_id="s1", things=[
-        Thing(name="fine", source_refs=[SourceRef(source_id="s1", start_unit_id=3,
-                                                  end_unit_id=3), ref])]).model_dump(mode="json")
+    payload = ThingList(
+        source_id="s1",
+        things=[
+            Thing(
+                name="fine",
+                source_refs=[SourceRef(source_id="s1", start_unit_id=3, end_unit_id=3), ref],
+            )
+        ],
+    ).model_dump(mode="json")
     bad = LaneResult(lane_id="things", kind=PLURAL.kind, status="accepted", payload=payload)
     with pytest.raises(EvidenceError) as info:
         build(doc, [bad], ["things"])
@@ -499,10 +622,14 @@ def test_invalid_accepted_reference_fails_projection(ref: SourceRef, problem: st
 
 
 def test_accepted_payload_that_does_not_match_its_kind_fails_content_safely(
-        document: SourceDocument) -> None:
-    bad = LaneResult(lane_id="things", kind=PLURAL.kind, status="accepted",
-                     payload={"kind": "test/evidence-plural", "source_id": "s1",
-                              "things": [{"name": TEXTS[0]}]})
+    document: SourceDocument,
+) -> None:
+    bad = LaneResult(
+        lane_id="things",
+        kind=PLURAL.kind,
+        status="accepted",
+        payload={"kind": "test/evidence-plural", "source_id": "s1", "things": [{"name": TEXTS[0]}]},
+    )
     with pytest.raises(EvidenceError, match="does not match artifact kind") as info:
         build(document, [bad], ["things"])
     assert TEXTS[0] not in str(info.value)
@@ -561,8 +688,11 @@ def test_window_zero_publishes_only_directly_referenced_units(document: SourceDo
 
 
 def test_same_inputs_give_byte_identical_json(document: SourceDocument) -> None:
-    a = [things("things", [(8, 8), (2, 2)]), scenes("scenes", [(4, 5)]),
-         things("more-things", [(2, 2)])]
+    a = [
+        things("things", [(8, 8), (2, 2)]),
+        scenes("scenes", [(4, 5)]),
+        things("more-things", [(2, 2)]),
+    ]
     first = build(document, a, ["things", "scenes", "more-things"], window=1)
     second = build(document, list(reversed(a)), ["more-things", "scenes", "things"], window=1)
     assert canonical_json(first) == canonical_json(second)
@@ -579,7 +709,8 @@ def test_stored_value_round_trips_through_json(document: SourceDocument) -> None
 
 
 def test_lane_files_counts_and_manifest_are_the_same_with_evidence(
-        document: SourceDocument) -> None:
+    document: SourceDocument,
+) -> None:
     results = [things("things", [(2, 2), (3, 3)]), scenes("scenes", [(0, 9)])]
     without = published_files(None, results)
     with_evidence = published_files(build(document, results, ["scenes", "things"]), results)
@@ -597,11 +728,22 @@ def test_lane_payloads_are_not_modified_by_projection(document: SourceDocument) 
 
 
 def test_dnd_lanes_participate_through_their_registered_projection(
-        document: SourceDocument) -> None:
-    payload = {"kind": "dnd/npc-list", "schema_version": "v1", "source_id": "s1",
-               "npcs": [{"id": "npc-ornna", "name": "Ornna", "aliases": [], "description": "",
-                         "source_refs": [{"source_id": "s1", "start_unit_id": 5,
-                                          "end_unit_id": 5}]}]}
+    document: SourceDocument,
+) -> None:
+    payload = {
+        "kind": "dnd/npc-list",
+        "schema_version": "v1",
+        "source_id": "s1",
+        "npcs": [
+            {
+                "id": "npc-ornna",
+                "name": "Ornna",
+                "aliases": [],
+                "description": "",
+                "source_refs": [{"source_id": "s1", "start_unit_id": 5, "end_unit_id": 5}],
+            }
+        ],
+    }
     npcs = LaneResult(lane_id="npcs", kind="dnd/npc-list", status="accepted", payload=payload)
     evidence = build(document, [npcs], ["npcs"], window=1)
     assert unit_ids(evidence) == [[4, 5, 6]]
@@ -612,7 +754,8 @@ def test_dnd_lanes_participate_through_their_registered_projection(
 
 
 def test_published_evidence_validates_against_the_checked_in_schema(
-        document: SourceDocument) -> None:
+    document: SourceDocument,
+) -> None:
     results = [things("things", [(2, 2), (7, 8)]), scenes("scenes", [(4, 4)])]
     files = published_files(build(document, results, ["scenes", "things"], window=1), results)
     published = files["evidence-context.json"]
@@ -639,18 +782,21 @@ def test_published_chunk_map_validates_against_the_checked_in_schema() -> None:
 def test_checked_in_bundle_schemas_are_current() -> None:
     from notarius_dagster.schemas import stale
 
-    assert not [name for name in stale() if name.startswith("notarius.source.")], \
+    assert not [name for name in stale() if name.startswith("notarius.source.")], (
         "run `python -m notarius_dagster.schemas --write`"
+    )
 
 
 # --- Generic framework and output packages neither depend on D&D types nor parse JSON
 # --- heuristically.
 
-GENERIC = [REPO / "notarius_dagster" / "engine" / "evidence.py",
-           REPO / "notarius_dagster" / "engine" / "bundle_schemas.py",
-           REPO / "notarius_dagster" / "engine" / "bundle_assembly.py",
-           REPO / "notarius_dagster" / "engine" / "bundle_documents.py",
-           REPO / "assets" / "evidence.py"]
+GENERIC = [
+    REPO / "notarius_dagster" / "engine" / "evidence.py",
+    REPO / "notarius_dagster" / "engine" / "bundle_schemas.py",
+    REPO / "notarius_dagster" / "engine" / "bundle_assembly.py",
+    REPO / "notarius_dagster" / "engine" / "bundle_documents.py",
+    REPO / "assets" / "evidence.py",
+]
 
 
 def _imports(path: Path) -> list[str]:
@@ -670,25 +816,34 @@ def test_generic_evidence_code_does_not_import_dnd(path: Path) -> None:
 
 
 def test_engine_package_does_not_import_dnd() -> None:
-    offenders = [f"{path.name}: {name}"
-                 for path in (REPO / "notarius_dagster" / "engine").rglob("*.py")
-                 for name in _imports(path) if "dnd" in name.split(".")]
+    offenders = [
+        f"{path.name}: {name}"
+        for path in (REPO / "notarius_dagster" / "engine").rglob("*.py")
+        for name in _imports(path)
+        if "dnd" in name.split(".")
+    ]
     assert offenders == []
 
 
 def test_importing_the_evidence_projector_loads_no_dnd_module() -> None:
-    code = ("import sys, notarius_dagster.engine.evidence, notarius_dagster.engine.bundle_schemas;"
-            "print(sorted(m for m in sys.modules if '.dnd' in m))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True, cwd=REPO)
+    code = (
+        "import sys, notarius_dagster.engine.evidence, notarius_dagster.engine.bundle_schemas;"
+        "print(sorted(m for m in sys.modules if '.dnd' in m))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO
+    )
     assert out.stdout.strip() == "[]"
 
 
 def test_projector_never_looks_for_reference_fields_in_json() -> None:
     path = REPO / "notarius_dagster" / "engine" / "evidence.py"
     tree = ast.parse(path.read_text())
-    literals = [node.value for node in ast.walk(tree)
-                if isinstance(node, ast.Constant) and isinstance(node.value, str)]
+    literals = [
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+    ]
     assert not [s for s in literals if "source_ref" in s and "\n" not in s]
     assert "json" not in _imports(path)
     # The only way in is the kind's typed projection.
@@ -708,15 +863,22 @@ def test_enabled_profile_publishes_evidence_through_the_asset_job(tmp_path: Path
 
     sample = REPO / "samples" / "crd3-c2e001-slice.jsonl"
     data = yaml.safe_load((REPO / "configs" / "offline.yaml").read_text())
-    data["pipeline"]["output"] = {"module": "json", "options": {"evidence_context": {
-        "enabled": True, "window_units": 1, "lanes": ["npcs"]}}}
+    data["pipeline"]["output"] = {
+        "module": "json",
+        "options": {"evidence_context": {"enabled": True, "window_units": 1, "lanes": ["npcs"]}},
+    }
     profile_path = tmp_path / "evidence.yaml"
     profile_path.write_text(yaml.safe_dump(data))
     register_transcript(tmp_path / "data" / "transcripts", "sample", sample)
     with DagsterInstance.ephemeral() as instance, scripted_llm(lane_responder):
-        outcome = run_session(session_id="sample", profile=profile_path,
-                              data_root=tmp_path / "data", llm_profile="test-double",
-                              instance=instance, quiet=True)
+        outcome = run_session(
+            session_id="sample",
+            profile=profile_path,
+            data_root=tmp_path / "data",
+            llm_profile="test-double",
+            instance=instance,
+            quiet=True,
+        )
     assert outcome.success, outcome.error
     bundle = tmp_path / "data" / "bundles" / "sample"
     index = json.loads((bundle / "index.json").read_text())
@@ -727,11 +889,22 @@ def test_enabled_profile_publishes_evidence_through_the_asset_job(tmp_path: Path
     assert index["evidence_context"] == EVIDENCE_DESCRIPTOR
     assert [lane["lane_id"] for lane in index["lanes"]] == ["npcs"]
     assert manifest["evidence_context"] is True and len(manifest["outputs"]) == 1
-    cited = sorted({(r["source_id"], r["start_unit_id"], r["end_unit_id"])
-                    for npc in npcs["npcs"] for r in npc["source_refs"]})
-    published = sorted((r["source_ref"]["source_id"], r["source_ref"]["start_unit_id"],
-                        r["source_ref"]["end_unit_id"])
-                       for c in evidence["contexts"] for r in c["references"])
+    cited = sorted(
+        {
+            (r["source_id"], r["start_unit_id"], r["end_unit_id"])
+            for npc in npcs["npcs"]
+            for r in npc["source_refs"]
+        }
+    )
+    published = sorted(
+        (
+            r["source_ref"]["source_id"],
+            r["source_ref"]["start_unit_id"],
+            r["source_ref"]["end_unit_id"],
+        )
+        for c in evidence["contexts"]
+        for r in c["references"]
+    )
     assert cited and published == cited
     texts = {json.loads(line)["text"] for line in sample.read_text().splitlines()}
     assert all(u["text"] in texts for c in evidence["contexts"] for u in c["units"])

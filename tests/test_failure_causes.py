@@ -49,16 +49,26 @@ def step_failures(instance: DagsterInstance, run_id: str) -> list[str]:
         if event is not None and event.is_step_failure:
             data = event.step_failure_data
             user = data.user_failure_data if data else None
-            out.append(user.description if user and user.description else
-                       (data.error.message if data and data.error else ""))
+            out.append(
+                user.description
+                if user and user.description
+                else (data.error.message if data and data.error else "")
+            )
     return out
 
 
-def run(tmp_path: Path, instance: DagsterInstance, profile: Path,
-        llm_profile: str | None = None) -> RunOutcome:
+def run(
+    tmp_path: Path, instance: DagsterInstance, profile: Path, llm_profile: str | None = None
+) -> RunOutcome:
     register_transcript(tmp_path / "data" / "transcripts", "why", SAMPLE)
-    return run_session(session_id="why", profile=profile, data_root=tmp_path / "data",
-                       llm_profile=llm_profile, instance=instance, quiet=True)
+    return run_session(
+        session_id="why",
+        profile=profile,
+        data_root=tmp_path / "data",
+        llm_profile=llm_profile,
+        instance=instance,
+        quiet=True,
+    )
 
 
 def against(mode: str, tmp_path: Path, instance: DagsterInstance, **llm: Any) -> RunOutcome:
@@ -115,8 +125,13 @@ def test_a_full_disk_at_publication_names_the_stage_and_the_file(
     monkeypatch.setattr(bundle_module, "open", FullDisk, raising=False)
     with scripted_llm(lane_responder):
         outcome = run(tmp_path, instance, OFFLINE, llm_profile="test-double")
-    assert_says(outcome, instance, "session_bundle", "publish: cannot write ",
-                "no space left on device (ENOSPC)")
+    assert_says(
+        outcome,
+        instance,
+        "session_bundle",
+        "publish: cannot write ",
+        "no space left on device (ENOSPC)",
+    )
     assert ".json" in (outcome.error or "")
     assert str(tmp_path) not in (outcome.error or "")
     assert not (tmp_path / "data" / "bundles" / "why").exists()

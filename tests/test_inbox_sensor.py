@@ -68,8 +68,9 @@ class Ticker:
         self.cursor = result.cursor
         for request in result.dynamic_partitions_requests or []:
             assert isinstance(request, AddDynamicPartitionsRequest)
-            self.instance.add_dynamic_partitions(request.partitions_def_name,
-                                                 list(request.partition_keys or []))
+            self.instance.add_dynamic_partitions(
+                request.partitions_def_name, list(request.partition_keys or [])
+            )
         return result
 
     def seen(self) -> dict[str, str]:
@@ -106,8 +107,9 @@ def test_the_code_location_runs_the_inbox_sensor_without_clicking(store: StorePa
     assert sensor.minimum_interval_seconds == 5
 
 
-def test_a_new_transcript_adds_its_partition_and_requests_a_run(store: StorePaths,
-                                                                ticker: Ticker) -> None:
+def test_a_new_transcript_adds_its_partition_and_requests_a_run(
+    store: StorePaths, ticker: Ticker
+) -> None:
     content = unit_lines("Gustav waves.", "Hello.")
     drop(store.inbox, "Session 042.jsonl", content)
     result = ticker.tick()
@@ -142,7 +144,8 @@ def test_a_changed_transcript_requests_a_run_again(store: StorePaths, ticker: Ti
 
 
 def test_unusable_files_are_skipped_with_a_reason_while_the_others_proceed(
-        store: StorePaths, ticker: Ticker, tmp_path: Path) -> None:
+    store: StorePaths, ticker: Ticker, tmp_path: Path
+) -> None:
     secret = "the dragon's true name"
     drop(store.inbox, "good.jsonl", unit_lines("fine"))
     drop(store.inbox, "!!!.jsonl", unit_lines(secret))
@@ -163,14 +166,20 @@ def test_unusable_files_are_skipped_with_a_reason_while_the_others_proceed(
     assert ticker.seen() == {"good": sha(unit_lines("fine"))[:16]}
 
 
-def test_an_undone_edit_runs_again_under_a_fresh_run_key(store: StorePaths, ticker: Ticker,
-                                                         instance: DagsterInstance) -> None:
+def test_an_undone_edit_runs_again_under_a_fresh_run_key(
+    store: StorePaths, ticker: Ticker, instance: DagsterInstance
+) -> None:
     def launched(result: SensorResult) -> str:
         [request] = result.run_requests or []
         assert request.run_key is not None
-        create_run_for_test(instance, tags={SENSOR_NAME_TAG: INBOX_SENSOR_NAME,
-                                            RUN_KEY_TAG: request.run_key,
-                                            PARTITION_NAME_TAG: "s1"})
+        create_run_for_test(
+            instance,
+            tags={
+                SENSOR_NAME_TAG: INBOX_SENSOR_NAME,
+                RUN_KEY_TAG: request.run_key,
+                PARTITION_NAME_TAG: "s1",
+            },
+        )
         return request.run_key
 
     original, edited = unit_lines("a"), unit_lines("b")
@@ -183,38 +192,52 @@ def test_an_undone_edit_runs_again_under_a_fresh_run_key(store: StorePaths, tick
 
 
 def test_a_lost_cursor_requests_the_same_run_key_so_nothing_runs_twice(
-        store: StorePaths, ticker: Ticker, instance: DagsterInstance) -> None:
+    store: StorePaths, ticker: Ticker, instance: DagsterInstance
+) -> None:
     content = unit_lines("a")
     drop(store.inbox, "s1.jsonl", content)
     [request] = ticker.tick().run_requests or []
     assert request.run_key is not None
-    create_run_for_test(instance, tags={SENSOR_NAME_TAG: INBOX_SENSOR_NAME,
-                                        RUN_KEY_TAG: request.run_key, PARTITION_NAME_TAG: "s1"})
+    create_run_for_test(
+        instance,
+        tags={
+            SENSOR_NAME_TAG: INBOX_SENSOR_NAME,
+            RUN_KEY_TAG: request.run_key,
+            PARTITION_NAME_TAG: "s1",
+        },
+    )
     ticker.cursor = "not json"
     [again] = ticker.tick().run_requests or []
     assert again.run_key == request.run_key  # the daemon drops it as already launched
 
 
 def test_a_deleted_partition_is_added_again_while_its_file_stays(
-        store: StorePaths, ticker: Ticker, instance: DagsterInstance) -> None:
+    store: StorePaths, ticker: Ticker, instance: DagsterInstance
+) -> None:
     content = unit_lines("a")
     drop(store.inbox, "s1.jsonl", content)
     [first] = ticker.tick().run_requests or []
     assert first.run_key is not None
-    create_run_for_test(instance, tags={SENSOR_NAME_TAG: INBOX_SENSOR_NAME,
-                                        RUN_KEY_TAG: first.run_key, PARTITION_NAME_TAG: "s1"})
+    create_run_for_test(
+        instance,
+        tags={
+            SENSOR_NAME_TAG: INBOX_SENSOR_NAME,
+            RUN_KEY_TAG: first.run_key,
+            PARTITION_NAME_TAG: "s1",
+        },
+    )
     assert not ticker.tick().run_requests
     instance.delete_dynamic_partition("sessions", "s1")  # the UI's "delete partition"
     result = ticker.tick()
     [again] = result.run_requests or []
     assert again.run_key == f"s1:{sha(content)}:2"
-    assert [list(r.partition_keys or []) for r in result.dynamic_partitions_requests or []] \
-        == [["s1"]]
+    assert [list(r.partition_keys or []) for r in result.dynamic_partitions_requests or []] == [
+        ["s1"]
+    ]
     assert any("its partition was deleted" in line for line in ticker.log)
 
 
-def test_a_missing_inbox_is_reported_not_created(tmp_path: Path,
-                                                 instance: DagsterInstance) -> None:
+def test_a_missing_inbox_is_reported_not_created(tmp_path: Path, instance: DagsterInstance) -> None:
     store = store_paths(data=tmp_path / "data", inbox=tmp_path / "nowhere", environ={})
     result = ticker_for(store, instance).tick()
     assert not result.run_requests

@@ -476,12 +476,22 @@ def test_progress_is_bounded_by_deciles_with_the_first_and_the_last_chunk(
     42; every chunk's status is still in the result."""
     SCRIPT["fn"] = lambda req, n: good(req)
     ATTEMPTS.clear()
-    chunks = [make_chunk(doc, i, doc.units[i % len(doc.units) : i % len(doc.units) + 1])
-              for i in range(42)]
+    chunks = [
+        make_chunk(doc, i, doc.units[i % len(doc.units) : i % len(doc.units) + 1])
+        for i in range(42)
+    ]
     lines: list[str] = []
-    result = run_lane(lane(), document=doc, chunks=chunks, references={}, client=None,
-                      session_id="s1", llm_fingerprint="fp", progress=lines.append,
-                      max_concurrency=4)
+    result = run_lane(
+        lane(),
+        document=doc,
+        chunks=chunks,
+        references={},
+        client=None,
+        session_id="s1",
+        llm_fingerprint="fp",
+        progress=lines.append,
+        max_concurrency=4,
+    )
     chunk_lines = [line for line in lines if ": chunk " in line]
     assert len(chunk_lines) == 11
     assert chunk_lines[0].startswith("items: chunk 1/42 ")

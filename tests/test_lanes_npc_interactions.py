@@ -30,8 +30,10 @@ from tests.lane_doubles import (
 )
 
 KIND = "dnd/npc-interaction-list"
-NPCS = npc_artifact("s1", [("npc-ornna", "Ornna", ["the blacksmith"]),
-                           ("npc-gustav", "Gustav Fletching", ["Gustav"])])
+NPCS = npc_artifact(
+    "s1",
+    [("npc-ornna", "Ornna", ["the blacksmith"]), ("npc-gustav", "Gustav Fletching", ["Gustav"])],
+)
 
 
 def test_the_npcs_reference_is_required_at_resolution() -> None:
@@ -49,49 +51,93 @@ def test_the_prompt_lists_known_npc_names_only() -> None:
     client = RecordingClient()
     npcs = npc_artifact("s1", [("npc-ornna", "Ornna", [])])
     npcs["npcs"][0]["description"] = "Secretive description text"
-    run_one_lane(complete_pipeline().lane("npc-interactions"), doc,
-                 [make_chunk(doc, 0, doc.units)], {"npcs": npcs}, client=client)
+    run_one_lane(
+        complete_pipeline().lane("npc-interactions"),
+        doc,
+        [make_chunk(doc, 0, doc.units)],
+        {"npcs": npcs},
+        client=client,
+    )
     user = client.requests[0].user
     assert user.startswith("Known NPCs: Ornna\n")
     assert "Secretive" not in user
 
 
 def convert(doc: SourceDocument, items: list[dict[str, Any]]):
-    binding = next(b for b in complete_pipeline().lane("npc-interactions").extract.references
-                   if b.slot == "npcs")
-    ctx = RunContext(session_id="s1", lane_id="npc-interactions", module_key="x", options={},
-                     references={"npcs": prepare_generated(binding, NPCS)}, client=None)
-    return answer_payload("dnd.npc_interactions.extract", {"npc_interactions": items},
-                          ExtractRequest(doc, make_chunk(doc, 0, doc.units), ctx))
+    binding = next(
+        b
+        for b in complete_pipeline().lane("npc-interactions").extract.references
+        if b.slot == "npcs"
+    )
+    ctx = RunContext(
+        session_id="s1",
+        lane_id="npc-interactions",
+        module_key="x",
+        options={},
+        references={"npcs": prepare_generated(binding, NPCS)},
+        client=None,
+    )
+    return answer_payload(
+        "dnd.npc_interactions.extract",
+        {"npc_interactions": items},
+        ExtractRequest(doc, make_chunk(doc, 0, doc.units), ctx),
+    )
 
 
 def test_the_npc_is_grounded_by_name_or_alias(doc: SourceDocument) -> None:
-    payload, warnings = convert(doc, [
-        {"npc": "The Blacksmith", "participants": ["Beau", " "], "kind": "trade",
-         "summary": " Buys a sword. ", "unit_ids": [1]},
-        {"npc": "Stranger", "participants": [], "kind": "other", "summary": "", "unit_ids": [2]}])
+    payload, warnings = convert(
+        doc,
+        [
+            {
+                "npc": "The Blacksmith",
+                "participants": ["Beau", " "],
+                "kind": "trade",
+                "summary": " Buys a sword. ",
+                "unit_ids": [1],
+            },
+            {
+                "npc": "Stranger",
+                "participants": [],
+                "kind": "other",
+                "summary": "",
+                "unit_ids": [2],
+            },
+        ],
+    )
     first, second = payload["npc_interactions"]
     assert (first["npc_id"], first["participants"], first["summary"]) == (
-        "npc-ornna", ["Beau"], "Buys a sword.")
+        "npc-ornna",
+        ["Beau"],
+        "Buys a sword.",
+    )
     assert second["npc_id"] is None
     assert len(warnings) == 1 and "Stranger" not in warnings[0].message
 
 
 def test_the_lane_runs_end_to_end_in_source_order() -> None:
-    texts = ["Ornna hands you the blade.", "Thanks, Ornna.",
-             "Gustav Fletching waves from the tent."]
+    texts = [
+        "Ornna hands you the blade.",
+        "Thanks, Ornna.",
+        "Gustav Fletching waves from the tent.",
+    ]
     doc = make_document([3, 4, 5], texts=texts)
-    result = run_one_lane(complete_pipeline().lane("npc-interactions"), doc,
-                          [make_chunk(doc, 0, doc.units[:2]), make_chunk(doc, 1, doc.units[1:])],
-                          {"npcs": NPCS})
+    result = run_one_lane(
+        complete_pipeline().lane("npc-interactions"),
+        doc,
+        [make_chunk(doc, 0, doc.units[:2]), make_chunk(doc, 1, doc.units[1:])],
+        {"npcs": NPCS},
+    )
     assert result.status == "accepted" and result.rejections == ()
     items = result.payload["npc_interactions"]
     assert [(i["id"], i["npc"], i["npc_id"]) for i in items] == [
         ("interaction-0001", "Ornna", "npc-ornna"),
-        ("interaction-0002", "Gustav Fletching", "npc-gustav")]
+        ("interaction-0002", "Gustav Fletching", "npc-gustav"),
+    ]
     # the overlapping chunks both saw the Ornna interaction: merged, citations unioned
     assert [(r["start_unit_id"], r["end_unit_id"]) for r in items[0]["source_refs"]] == [
-        (3, 4), (4, 4)]
+        (3, 4),
+        (4, 4),
+    ]
 
 
 def test_the_checked_in_schema_is_the_models() -> None:

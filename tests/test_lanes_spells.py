@@ -21,23 +21,39 @@ from tests.lane_doubles import answer_payload, complete_pipeline, npc_artifact, 
 
 KIND = "dnd/spell-list"
 NPCS = npc_artifact("s1", [("npc-the-sea-hag", "the Sea Hag", ["hag"])])
-TEXTS = ["I cast Fire Bolt at the hag.", "Roll it.", "Sea Hag casts Ray of Sickness on Mozzie.",
-         "I cast Cure Wounds at 2nd level on Mozzie.", "Nice."]
+TEXTS = [
+    "I cast Fire Bolt at the hag.",
+    "Roll it.",
+    "Sea Hag casts Ray of Sickness on Mozzie.",
+    "I cast Cure Wounds at 2nd level on Mozzie.",
+    "Nice.",
+]
 
 
 def spell(caster: str, name: str, units: list[int], level: int | None = None) -> dict[str, Any]:
-    return {"caster": caster, "spell": name, "level": level, "targets": ["Mozzie"],
-            "outcome": "  ", "unit_ids": units}
+    return {
+        "caster": caster,
+        "spell": name,
+        "level": level,
+        "targets": ["Mozzie"],
+        "outcome": "  ",
+        "unit_ids": units,
+    }
 
 
 def convert(doc: SourceDocument, spells: list[dict[str, Any]], npcs: bool = True):
-    binding = next(b for b in complete_pipeline().lane("spells").extract.references
-                   if b.slot == "npcs")
+    binding = next(
+        b for b in complete_pipeline().lane("spells").extract.references if b.slot == "npcs"
+    )
     refs = {"npcs": prepare_generated(binding, NPCS)} if npcs else {}
-    ctx = RunContext(session_id="s1", lane_id="spells", module_key="x", options={},
-                     references=refs, client=None)
-    return answer_payload("dnd.spells.extract", {"spells": spells},
-                          ExtractRequest(doc, make_chunk(doc, 0, doc.units), ctx))
+    ctx = RunContext(
+        session_id="s1", lane_id="spells", module_key="x", options={}, references=refs, client=None
+    )
+    return answer_payload(
+        "dnd.spells.extract",
+        {"spells": spells},
+        ExtractRequest(doc, make_chunk(doc, 0, doc.units), ctx),
+    )
 
 
 def test_a_casting_cites_its_units_and_blank_outcome_is_null(doc: SourceDocument) -> None:
@@ -49,8 +65,9 @@ def test_a_casting_cites_its_units_and_blank_outcome_is_null(doc: SourceDocument
 
 
 def test_a_caster_naming_an_npc_gets_its_id_others_are_counted(doc: SourceDocument) -> None:
-    payload, warnings = convert(doc, [spell("Hag", "Ray of Sickness", [1]),
-                                      spell("Mozzie", "Cure Wounds", [2])])
+    payload, warnings = convert(
+        doc, [spell("Hag", "Ray of Sickness", [1]), spell("Mozzie", "Cure Wounds", [2])]
+    )
     assert [s["caster_npc_id"] for s in payload["spells"]] == ["npc-the-sea-hag", None]
     assert [w.message.split(" ")[0] for w in warnings] == ["1"]
 
@@ -77,8 +94,10 @@ def test_the_lane_runs_end_to_end_with_grounded_casters() -> None:
     assert result.status == "accepted" and result.rejections == ()
     spells = result.payload["spells"]
     assert [(s["id"], s["spell"]) for s in spells] == [
-        ("spell-0001", "Fire Bolt"), ("spell-0002", "Ray of Sickness"),
-        ("spell-0003", "Cure Wounds")]
+        ("spell-0001", "Fire Bolt"),
+        ("spell-0002", "Ray of Sickness"),
+        ("spell-0003", "Cure Wounds"),
+    ]
     assert [s["caster_npc_id"] for s in spells] == [None, "npc-sea-hag", None]
     assert spells[2]["level"] == 2
     assert [r["start_unit_id"] for r in spells[1]["source_refs"]] == [2]  # seen twice, once

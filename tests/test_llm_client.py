@@ -278,8 +278,10 @@ def test_short_prompts_do_not_shred_the_providers_message() -> None:
 
 def test_fingerprint_ignores_settings_that_do_not_change_an_extraction() -> None:
     base = double_profile()
-    assert base.fingerprint() == double_profile(name="other", max_concurrency=4, retries=0,
-                                                timeout_s=5).fingerprint()
+    assert (
+        base.fingerprint()
+        == double_profile(name="other", max_concurrency=4, retries=0, timeout_s=5).fingerprint()
+    )
     assert base.fingerprint() != double_profile(max_tokens=64).fingerprint()
 
 
@@ -297,26 +299,41 @@ def echo_request() -> StructuredRequest:
 
 def leaked(message: str) -> list[str]:
     """Every form of the key, the prompt line and the unit text found in `message`."""
-    forms = {KEY, PROMPT_LINE, UNIT, json.dumps(UNIT)[1:-1],
-             json.dumps(UNIT, ensure_ascii=False)[1:-1], json.dumps(PROMPT_LINE)[1:-1],
-             "swordfish", "vault code"}
+    forms = {
+        KEY,
+        PROMPT_LINE,
+        UNIT,
+        json.dumps(UNIT)[1:-1],
+        json.dumps(UNIT, ensure_ascii=False)[1:-1],
+        json.dumps(PROMPT_LINE)[1:-1],
+        "swordfish",
+        "vault code",
+    }
     return sorted(f for f in forms if f in message)
 
 
 def fake_profile(fake: Any, **overrides: Any) -> LLMProfile:
-    fields: dict[str, Any] = {"name": "fake", "model": "openai/fake", "api_base": fake.api_base,
-                              "api_key_env": "NOTARIUS_FAKE_KEY", "timeout_s": 2, "retries": 0}
+    fields: dict[str, Any] = {
+        "name": "fake",
+        "model": "openai/fake",
+        "api_base": fake.api_base,
+        "api_key_env": "NOTARIUS_FAKE_KEY",
+        "timeout_s": 2,
+        "retries": 0,
+    }
     return LLMProfile(**(fields | overrides))
 
 
-def fail_against(mode: str, monkeypatch: pytest.MonkeyPatch, *, status: int = 500,
-                 **overrides: Any) -> LLMError:
+def fail_against(
+    mode: str, monkeypatch: pytest.MonkeyPatch, *, status: int = 500, **overrides: Any
+) -> LLMError:
     from tests.fake_provider import FakeProvider
 
     monkeypatch.setenv("NOTARIUS_FAKE_KEY", KEY)
     with FakeProvider(mode, status=status) as fake, pytest.raises(LLMError) as caught:
         LiteLLMClient(fake_profile(fake, **overrides), retry_backoff_s=0.0).complete_structured(
-            echo_request())
+            echo_request()
+        )
     return caught.value
 
 
@@ -355,24 +372,32 @@ def test_a_reset_connection_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _echo_via_double(echo: str) -> str:
     def provider(messages: list[dict[str, Any]], response_format: Any) -> str:
-        raise provider_error_of("bad_request", echo.replace("{KEY}", KEY).format(
-            request=json.dumps({"messages": messages}),
-            system=messages[0]["content"], user=messages[-1]["content"]))
+        raise provider_error_of(
+            "bad_request",
+            echo.replace("{KEY}", KEY).format(
+                request=json.dumps({"messages": messages}),
+                system=messages[0]["content"],
+                user=messages[-1]["content"],
+            ),
+        )
 
     with scripted_llm(provider), pytest.raises(LLMError) as caught:
         client().complete_structured(echo_request())
     return str(caught.value)
 
 
-@pytest.mark.parametrize("echo", [
-    # JSON-escaped: the request quoted inside the error, with \n, \" and \u escapes
-    "Invalid request: {request}",
-    "Bad value at messages: {request}",
-    # truncated: the echo cut mid-line (the key first, like real providers)
-    "Incorrect API key provided: Bearer {KEY}; could not parse {request:.140}",
-    # re-wrapped: the prompt re-flowed across lines
-    "Could not process prompt\n{user}",
-])
+@pytest.mark.parametrize(
+    "echo",
+    [
+        # JSON-escaped: the request quoted inside the error, with \n, \" and \u escapes
+        "Invalid request: {request}",
+        "Bad value at messages: {request}",
+        # truncated: the echo cut mid-line (the key first, like real providers)
+        "Incorrect API key provided: Bearer {KEY}; could not parse {request:.140}",
+        # re-wrapped: the prompt re-flowed across lines
+        "Could not process prompt\n{user}",
+    ],
+)
 def test_an_echo_escaped_cut_or_reflowed_carries_no_prompt_nor_unit_text(
     echo: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -395,11 +420,17 @@ def test_a_reflowed_prompt_is_not_kept_either() -> None:
     assert "unparseable input near" in message
 
 
-@pytest.mark.parametrize("shape", [
-    "Bearer abc.DEF-123_456", "sk-live-4f9a8b7c6d5e", "api_key=hunter2hunter2",
-    "key: 'q1w2e3r4t5'", "token=0123456789abcdef0123456789abcdef",
-    "d41d8cd98f00b204e9800998ecf8427e1234",
-])
+@pytest.mark.parametrize(
+    "shape",
+    [
+        "Bearer abc.DEF-123_456",
+        "sk-live-4f9a8b7c6d5e",
+        "api_key=hunter2hunter2",
+        "key: 'q1w2e3r4t5'",
+        "token=0123456789abcdef0123456789abcdef",
+        "d41d8cd98f00b204e9800998ecf8427e1234",
+    ],
+)
 def test_anything_shaped_like_a_key_is_redacted_from_a_provider_error(shape: str) -> None:
     def provider(messages: list[dict[str, Any]], response_format: Any) -> str:
         raise provider_error_of("authentication", f"rejected credentials {shape} sorry")

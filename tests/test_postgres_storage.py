@@ -47,12 +47,16 @@ def pg_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     url = os.environ.get(URL_ENV)
     if not url:
         if os.environ.get("CI"):
-            pytest.fail(f"{URL_ENV} is not set in CI: start a server with "
-                        "`eval \"$(scripts/ci-postgres.sh)\"` before the tests")
-        pytest.skip(f"{URL_ENV} is not set (eval \"$(scripts/ci-postgres.sh)\" starts a server)")
+            pytest.fail(
+                f"{URL_ENV} is not set in CI: start a server with "
+                '`eval "$(scripts/ci-postgres.sh)"` before the tests'
+            )
+        pytest.skip(f'{URL_ENV} is not set (eval "$(scripts/ci-postgres.sh)" starts a server)')
     if url.split("://", 1)[0] in ("postgresql", "postgres") and find_spec("psycopg") is None:
-        pytest.fail(f"{URL_ENV} must name the driver: postgresql+psycopg2://... (SQLAlchemy "
-                    "2.1 maps a bare postgresql:// to psycopg 3, which is not installed)")
+        pytest.fail(
+            f"{URL_ENV} must name the driver: postgresql+psycopg2://... (SQLAlchemy "
+            "2.1 maps a bare postgresql:// to psycopg 3, which is not installed)"
+        )
     home = tmp_path / "dagster-home"
     home.mkdir()
     shutil.copyfile(REPO / "configs" / "dagster-postgres.yaml", home / "dagster.yaml")
@@ -71,9 +75,14 @@ def session_id() -> str:
 def materialize(data: Path, session: str) -> str:
     register_transcript(data / "transcripts", session, SAMPLE)
     with DagsterInstance.get() as instance, scripted_llm(lane_responder):
-        outcome = run_session(session_id=session, profile=REPO / "configs" / "offline.yaml",
-                              data_root=data, llm_profile="test-double", instance=instance,
-                              quiet=True)
+        outcome = run_session(
+            session_id=session,
+            profile=REPO / "configs" / "offline.yaml",
+            data_root=data,
+            llm_profile="test-double",
+            instance=instance,
+            quiet=True,
+        )
     assert outcome.success, outcome.error
     return outcome.run_id
 
@@ -90,13 +99,16 @@ def test_a_session_materialized_on_postgres_reads_back(pg_home: Path, tmp_path: 
         assert run is not None and run.status == DagsterRunStatus.SUCCESS
         assert run.job_name == "materialize_session"
         assert run.tags["dagster/partition"] == session
-        assert [r.run_id for r in instance.get_runs(
-            filters=RunsFilter(tags={"dagster/partition": session}))] == [run_id]
+        assert [
+            r.run_id
+            for r in instance.get_runs(filters=RunsFilter(tags={"dagster/partition": session}))
+        ] == [run_id]
 
         assert session in instance.get_dynamic_partitions("sessions")
         records = instance.fetch_materializations(
             AssetRecordsFilter(asset_key=AssetKey("session_bundle"), asset_partitions=[session]),
-            limit=5).records
+            limit=5,
+        ).records
         assert len(records) == 1 and records[0].run_id == run_id
         npcs = instance.get_latest_materialization_event(AssetKey("npcs"))
         assert npcs is not None and npcs.asset_materialization is not None
@@ -108,7 +120,8 @@ def test_a_session_materialized_on_postgres_reads_back(pg_home: Path, tmp_path: 
 
 
 def test_the_cli_lists_and_deletes_a_session_on_postgres(
-        pg_home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pg_home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     session = session_id()
     materialize(tmp_path / "data", session)
 

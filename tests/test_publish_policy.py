@@ -30,9 +30,13 @@ def answers_garbage(messages: list[dict[str, Any]], response_format: Any) -> str
 
 
 def result(chunks: int, rejected: int, skipped: int = 0, payload: Any = EMPTY) -> LaneResult:
-    return LaneResult(lane_id="npcs", kind="dnd/npc-list",
-                      status="accepted" if payload is not None else "rejected", payload=payload,
-                      stats=LaneStats(chunks=chunks, rejected=rejected, skipped=skipped))
+    return LaneResult(
+        lane_id="npcs",
+        kind="dnd/npc-list",
+        status="accepted" if payload is not None else "rejected",
+        payload=payload,
+        stats=LaneStats(chunks=chunks, rejected=rejected, skipped=skipped),
+    )
 
 
 def test_the_default_share_is_one_half_and_skipped_chunks_count_as_accepted() -> None:
@@ -43,7 +47,8 @@ def test_the_default_share_is_one_half_and_skipped_chunks_count_as_accepted() ->
     assert below_policy(policy, result(0, 0)) is None  # no chunk: nothing to judge
     assert below_policy(policy, result(4, 3)) == (
         "lane 'npcs': 1 of 4 chunk(s) accepted (25%, below "
-        "pipeline.publish.min_accepted_chunk_share 0.5)")
+        "pipeline.publish.min_accepted_chunk_share 0.5)"
+    )
     assert "no accepted payload" in (below_policy(policy, result(4, 0, payload=None)) or "")
     assert below_policy(PublishConfig(min_accepted_chunk_share=0), result(4, 4)) is None
 
@@ -61,9 +66,18 @@ def test_the_policy_is_read_from_the_profile() -> None:
     assert complete_pipeline().publish == PublishConfig()
     with pytest.raises(ProfileError, match="pipeline.publish.min_accepted_chunk_share"):
         from notarius_dagster.engine.config import parse_profile
-        parse_profile({"pipeline": {"id": "p", "llm_profile": "x", "lanes": [
-            {"id": "npcs", "extract": {"module": "m"}}],
-            "publish": {"min_accepted_chunk_share": 2}}}, profile_name="p.yaml")
+
+        parse_profile(
+            {
+                "pipeline": {
+                    "id": "p",
+                    "llm_profile": "x",
+                    "lanes": [{"id": "npcs", "extract": {"module": "m"}}],
+                    "publish": {"min_accepted_chunk_share": 2},
+                }
+            },
+            profile_name="p.yaml",
+        )
 
 
 def test_a_run_below_the_policy_fails_and_the_previous_bundle_stays(tmp_path: Path) -> None:

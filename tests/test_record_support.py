@@ -30,10 +30,15 @@ TEXTS = [
 
 
 def document() -> SourceDocument:
-    units = tuple(SourceUnit(unit_id=i, text=t, metadata={"speaker": s})
-                  for i, (s, t) in enumerate(TEXTS))
-    return SourceDocument(source_id="s1", media_type="application/x-ndjson", units=units,
-                          digest=document_digest(units))
+    units = tuple(
+        SourceUnit(unit_id=i, text=t, metadata={"speaker": s}) for i, (s, t) in enumerate(TEXTS)
+    )
+    return SourceDocument(
+        source_id="s1",
+        media_type="application/x-ndjson",
+        units=units,
+        digest=document_digest(units),
+    )
 
 
 def ref(*units: int) -> list[dict[str, Any]]:
@@ -41,13 +46,22 @@ def ref(*units: int) -> list[dict[str, Any]]:
 
 
 def npc(name: str, units: list[int], aliases: list[str] | None = None) -> dict[str, Any]:
-    return {"id": None, "name": name, "aliases": aliases or [], "description": "",
-            "source_refs": ref(*units)}
+    return {
+        "id": None,
+        "name": name,
+        "aliases": aliases or [],
+        "description": "",
+        "source_refs": ref(*units),
+    }
 
 
 def npc_payload(*records: dict[str, Any]) -> dict[str, Any]:
-    return {"kind": "dnd/npc-list", "schema_version": "v1", "source_id": "s1",
-            "npcs": list(records)}
+    return {
+        "kind": "dnd/npc-list",
+        "schema_version": "v1",
+        "source_id": "s1",
+        "npcs": list(records),
+    }
 
 
 def test_tokens_fold_case_diacritics_punctuation_and_possessives() -> None:
@@ -67,12 +81,12 @@ def test_a_name_is_mentioned_when_its_tokens_come_in_order_in_one_text() -> None
 def test_name_or_alias_must_be_mentioned_by_the_cited_units() -> None:
     kind = get_kind("dnd/npc-list")
     payload = npc_payload(
-        npc("Gustav Fletching", [0]),             # named in unit 0: kept
-        npc("Sea Hag", [2]),                      # "sea-hag's": kept
-        npc("Jerome", [2]),                       # diacritics folded: kept
-        npc("Kylre", [1, 3]),                     # not in units 1 or 3: dropped
+        npc("Gustav Fletching", [0]),  # named in unit 0: kept
+        npc("Sea Hag", [2]),  # "sea-hag's": kept
+        npc("Jerome", [2]),  # diacritics folded: kept
+        npc("Kylre", [1, 3]),  # not in units 1 or 3: dropped
         npc("The Stranger", [0], aliases=["Gustav"]),  # alias in unit 0: kept
-        npc("Gustav Hag", [0, 2]),                # tokens split over two units: dropped
+        npc("Gustav Hag", [0, 2]),  # tokens split over two units: dropped
     )
     found = unsupported_records(kind, payload, document())
     assert sorted(found) == [3, 5]
@@ -85,10 +99,23 @@ def test_a_speaker_label_is_not_a_mention_unless_a_hook_maps_it(
 ) -> None:
     kind = get_kind("dnd/combat-turn-list")
     assert kind.support_fields == ("actor",) and not kind.speaker_mentions
-    payload = {"kind": kind.kind, "schema_version": "v1", "source_id": "s1", "combat_turns": [
-        {"id": None, "round": None, "actor": "Jester", "actor_npc_id": None, "action": "waves",
-         "targets": [], "outcome": {"hit": None, "damage": None, "effect": None},
-         "source_refs": ref(1)}]}
+    payload = {
+        "kind": kind.kind,
+        "schema_version": "v1",
+        "source_id": "s1",
+        "combat_turns": [
+            {
+                "id": None,
+                "round": None,
+                "actor": "Jester",
+                "actor_npc_id": None,
+                "action": "waves",
+                "targets": [],
+                "outcome": {"hit": None, "damage": None, "effect": None},
+                "source_refs": ref(1),
+            }
+        ],
+    }
     assert list(unsupported_records(kind, payload, document())) == [0]
     monkeypatch.setattr(support, "_SPEAKER_HOOKS", [])
     support.register_speaker_names(lambda refs, label: ["Jester"] if label == "LAURA" else [])
@@ -96,20 +123,32 @@ def test_a_speaker_label_is_not_a_mention_unless_a_hook_maps_it(
 
 
 def test_every_lane_with_records_that_cite_declares_its_support_fields() -> None:
-    declared = {lane.lane_id: lane.support_fields for lane in registered_lanes().values()
-                if lane.kind.startswith("dnd/")}  # other tests register throwaway lanes
-    assert declared == {"npcs": ("name", "aliases"), "spells": ("spell",),
-                        "item-events": ("item",), "combat-turns": ("actor",),
-                        "npc-interactions": ("npc",), "scene-descriptions": ()}
+    declared = {
+        lane.lane_id: lane.support_fields
+        for lane in registered_lanes().values()
+        if lane.kind.startswith("dnd/")
+    }  # other tests register throwaway lanes
+    assert declared == {
+        "npcs": ("name", "aliases"),
+        "spells": ("spell",),
+        "item-events": ("item",),
+        "combat-turns": ("actor",),
+        "npc-interactions": ("npc",),
+        "scene-descriptions": (),
+    }
 
 
 def answer_two_npcs(messages: list[dict[str, Any]], schema: Any) -> str:
     """One NPC cited where it is named, one cited where it is not (the model's mistake)."""
     ids = [u for u, _, _ in units_in(messages)]
-    return json.dumps({"npcs": [
-        {"name": "Gustav", "aliases": [], "description": "", "unit_ids": [ids[0]]},
-        {"name": "Kylre", "aliases": [], "description": "", "unit_ids": [ids[1]]},
-    ]})
+    return json.dumps(
+        {
+            "npcs": [
+                {"name": "Gustav", "aliases": [], "description": "", "unit_ids": [ids[0]]},
+                {"name": "Kylre", "aliases": [], "description": "", "unit_ids": [ids[1]]},
+            ]
+        }
+    )
 
 
 def test_the_runner_drops_unsupported_records_and_records_each_one() -> None:

@@ -20,13 +20,16 @@ from tests.bundle_doubles import COMPLETED, STARTED, chunk_result, npcs_result, 
 from tests.conftest import make_document
 
 
-@pytest.mark.parametrize(("written", "published"), [
-    ("http://user:password@host/v1?key=x#y", "http://host/v1"),
-    ("https://sk-abc@api.example.com:8443/openai/v1", "https://api.example.com:8443/openai/v1"),
-    ("http://[::1]:8080/v1?api_key=secret", "http://[::1]:8080/v1"),
-    ("http://127.0.0.1:8080/v1", "http://127.0.0.1:8080/v1"),
-    (None, None),
-])
+@pytest.mark.parametrize(
+    ("written", "published"),
+    [
+        ("http://user:password@host/v1?key=x#y", "http://host/v1"),
+        ("https://sk-abc@api.example.com:8443/openai/v1", "https://api.example.com:8443/openai/v1"),
+        ("http://[::1]:8080/v1?api_key=secret", "http://[::1]:8080/v1"),
+        ("http://127.0.0.1:8080/v1", "http://127.0.0.1:8080/v1"),
+        (None, None),
+    ],
+)
 def test_the_public_endpoint_has_no_credentials_query_or_fragment(
     written: str | None, published: str | None
 ) -> None:
@@ -36,12 +39,25 @@ def test_the_public_endpoint_has_no_credentials_query_or_fragment(
 def test_the_manifest_publishes_the_endpoint_without_its_credentials(tmp_path: Path) -> None:
     document = make_document()
     resolved = pipeline()
-    with_secret = resolved.model_copy(update={"llm_profile": {
-        **resolved.llm_profile, "api_base": "http://user:password@host/v1?key=x#y"}})
+    with_secret = resolved.model_copy(
+        update={
+            "llm_profile": {
+                **resolved.llm_profile,
+                "api_base": "http://user:password@host/v1?key=x#y",
+            }
+        }
+    )
     published = publish_session_bundle(
-        store_root=tmp_path, session_id="s1", run_id="run-1", pipeline=with_secret,
-        document=document, chunk_result=chunk_result(document), lane_results=[npcs_result()],
-        evidence=None, started_at=STARTED, completed_at=COMPLETED,
+        store_root=tmp_path,
+        session_id="s1",
+        run_id="run-1",
+        pipeline=with_secret,
+        document=document,
+        chunk_result=chunk_result(document),
+        lane_results=[npcs_result()],
+        evidence=None,
+        started_at=STARTED,
+        completed_at=COMPLETED,
     )
     text = (published.path / "manifest.json").read_text()
     assert json.loads(text)["llm_profile"]["api_base"] == "http://host/v1"
@@ -54,13 +70,16 @@ def test_the_key_that_was_sent_is_redacted_also_json_escaped() -> None:
     assert redact_secrets(text, [key]) == f"bad key {REDACTED} / {REDACTED}"
 
 
-@pytest.mark.parametrize("text", [
-    "Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.e30.x",
-    "Invalid API key provided: sk-proj-abcdef123456",
-    "url http://bob:hunter2@example.com/x",
-    "?api_key=abcdef&x=1",
-    '{"password": "correct horse"}',
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.e30.x",
+        "Invalid API key provided: sk-proj-abcdef123456",
+        "url http://bob:hunter2@example.com/x",
+        "?api_key=abcdef&x=1",
+        '{"password": "correct horse"}',
+    ],
+)
 def test_credential_shaped_strings_are_redacted(text: str) -> None:
     out = redact_secrets(text)
     assert REDACTED in out

@@ -29,12 +29,12 @@ SCENES = ReferenceSlot(name="scenes", accepted_kinds=("dnd/scene-description-lis
 NEEDED = ReferenceSlot(name="needed", required=True)
 
 
-
 def cited_word(request: ExtractRequest, unit: int) -> list[str]:
     """An alias the cited unit mentions (its first word), so the record passes the `support`
     check: these modules test reference handling, not grounding."""
     text = next(u.text for u in request.document.units if u.unit_id == unit)
     return text.split()[:1]
+
 
 class GlossaryExtractor(BaseExtractor):
     """Uses the glossary (counts its lines) without ever echoing it."""
@@ -344,8 +344,13 @@ def test_runtime_reference_through_dagster_run_config(
 
 
 CATALOG.register(
-    ModuleSpec(key="test.styled-chunker", stage="chunk", requires=("source",),
-               provides=("chunks",), slots=(ReferenceSlot(name="style"),)),
+    ModuleSpec(
+        key="test.styled-chunker",
+        stage="chunk",
+        requires=("source",),
+        provides=("chunks",),
+        slots=(ReferenceSlot(name="style"),),
+    ),
     lambda options: CATALOG.build("chunk", "generic", options),
 )
 
@@ -355,15 +360,18 @@ def test_chunker_reference_provenance_and_warnings_reach_the_bundle(
 ) -> None:
     (tmp_path / "style.md").write_text("")
     data = profile()
-    data["pipeline"]["chunk"] = {"module": "test.styled-chunker",
-                                 "references": {"style": {"path": "style.md"}}}
+    data["pipeline"]["chunk"] = {
+        "module": "test.styled-chunker",
+        "references": {"style": {"path": "style.md"}},
+    }
     cfg = tmp_path / "refs.yaml"
     cfg.write_text(json.dumps(data))
     transcript = tmp_path / "t.jsonl"
     transcript.write_text(json.dumps({"text": "hello", "speaker": "DM"}) + "\n")
     register_transcript(tmp_path / "data" / "transcripts", "styled", transcript)
-    outcome = run_session(session_id="styled", profile=cfg, data_root=tmp_path / "data",
-                          instance=instance, quiet=True)
+    outcome = run_session(
+        session_id="styled", profile=cfg, data_root=tmp_path / "data", instance=instance, quiet=True
+    )
     assert outcome.success, outcome.error
     bundle = tmp_path / "data" / "bundles" / "styled"
     manifest = json.loads((bundle / "manifest.json").read_text())
@@ -391,7 +399,10 @@ def test_cli_and_ui_runtime_references_take_one_path_with_one_error(
     transcript.write_text(json.dumps({"text": "hello", "speaker": "DM"}) + "\n")
     register_transcript(tmp_path / "data" / "transcripts", "cli", transcript)
     outcome = run_session(
-        session_id="cli", profile=cfg, data_root=tmp_path / "data", instance=instance,
+        session_id="cli",
+        profile=cfg,
+        data_root=tmp_path / "data",
+        instance=instance,
         quiet=True,
         runtime_references=[RuntimeBinding(selector="glossary", path=str(tmp_path / "long.txt"))],
     )
@@ -408,16 +419,23 @@ def test_cli_and_ui_runtime_references_take_one_path_with_one_error(
     }
 
     with pytest.raises(NotariusError) as refused:
-        run_session(session_id="typo", profile=cfg, data_root=tmp_path / "data",
-                    instance=instance, quiet=True,
-                    runtime_references=[RuntimeBinding(selector="glosary", path="x.txt")])
+        run_session(
+            session_id="typo",
+            profile=cfg,
+            data_root=tmp_path / "data",
+            instance=instance,
+            quiet=True,
+            runtime_references=[RuntimeBinding(selector="glosary", path="x.txt")],
+        )
     message = str(refused.value)
     assert message.startswith("runtime references: profile 'refs.yaml': --reference glosary")
     assert not instance.has_dynamic_partition("sessions", "typo")
 
     defs = build_run_definitions(profile=cfg, data_root=tmp_path / "data")
     result = defs.resolve_job_def("materialize_session").execute_in_process(
-        instance=instance, partition_key="cli", raise_on_error=False,
+        instance=instance,
+        partition_key="cli",
+        raise_on_error=False,
         run_config={"ops": {"npcs": {"config": {"references": {"glosary": "x.txt"}}}}},
     )
     assert not result.success
@@ -436,8 +454,10 @@ def test_each_reference_file_is_validated_before_parsing_and_read_once_by_its_us
     (tmp_path / "glossary.txt").write_text("one\n")
     (tmp_path / "style.md").write_text("style\n")
     data = profile(lane_refs={"glossary": {"path": "glossary.txt"}})
-    data["pipeline"]["chunk"] = {"module": "test.styled-chunker",
-                                 "references": {"style": {"path": "style.md"}}}
+    data["pipeline"]["chunk"] = {
+        "module": "test.styled-chunker",
+        "references": {"style": {"path": "style.md"}},
+    }
     cfg = tmp_path / "refs.yaml"
     cfg.write_text(json.dumps(data))
     transcript = tmp_path / "t.jsonl"
@@ -451,21 +471,24 @@ def test_each_reference_file_is_validated_before_parsing_and_read_once_by_its_us
         return read_file(path, limit, what=what, name=name)
 
     monkeypatch.setattr(references_module, "read_regular_file", counting)
-    outcome = run_session(session_id="once", profile=cfg, data_root=tmp_path / "data",
-                          instance=instance, quiet=True)
+    outcome = run_session(
+        session_id="once", profile=cfg, data_root=tmp_path / "data", instance=instance, quiet=True
+    )
     assert outcome.success, outcome.error
     assert (reads.count("glossary.txt"), reads.count("style.md")) == (2, 2)
 
     (tmp_path / "glossary.txt").unlink()
     (tmp_path / "data" / "transcripts" / "once.jsonl").write_text('{"speaker": "DM"}\n')
-    failed = run_session(session_id="once", profile=cfg, data_root=tmp_path / "data",
-                         instance=instance, quiet=True)
+    failed = run_session(
+        session_id="once", profile=cfg, data_root=tmp_path / "data", instance=instance, quiet=True
+    )
     assert not failed.success and failed.error is not None
     assert failed.error.startswith("source_document: ")
     assert "reference npcs.extract.glossary: file 'glossary.txt' not found" in failed.error
     (tmp_path / "glossary.txt").write_bytes(b"caf\xe9\n")
-    undecodable = run_session(session_id="once", profile=cfg, data_root=tmp_path / "data",
-                              instance=instance, quiet=True)
+    undecodable = run_session(
+        session_id="once", profile=cfg, data_root=tmp_path / "data", instance=instance, quiet=True
+    )
     assert not undecodable.success and undecodable.error is not None
     assert undecodable.error.startswith("source_document: ")
     assert "reference npcs.extract.glossary: file 'glossary.txt' is not UTF-8" in undecodable.error

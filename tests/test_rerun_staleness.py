@@ -26,15 +26,22 @@ def run(tmp_path: Path, instance: DagsterInstance, calls: list[int]) -> RunOutco
         return lane_responder(messages, response_format)
 
     with scripted_llm(counting):
-        outcome = run_session(session_id="again", profile=PROFILE, data_root=tmp_path / "data",
-                              llm_profile="test-double", instance=instance, quiet=True,
-                              only_stale=True)
+        outcome = run_session(
+            session_id="again",
+            profile=PROFILE,
+            data_root=tmp_path / "data",
+            llm_profile="test-double",
+            instance=instance,
+            quiet=True,
+            only_stale=True,
+        )
     assert outcome.success, outcome.error
     return outcome
 
 
 def test_an_unchanged_rerun_runs_nothing_and_a_change_runs_what_it_touches(
-        tmp_path: Path, instance: DagsterInstance) -> None:
+    tmp_path: Path, instance: DagsterInstance
+) -> None:
     transcripts = tmp_path / "data" / "transcripts"
     register_transcript(transcripts, "again", SAMPLE)
     calls: list[int] = []
@@ -45,8 +52,7 @@ def test_an_unchanged_rerun_runs_nothing_and_a_change_runs_what_it_touches(
     register_transcript(transcripts, "again", SAMPLE)  # the same bytes, copied again
     unchanged = run(tmp_path, instance, calls)
     assert unchanged.run_id is None and calls == []
-    assert {"source_document", "chunk_map", "npcs", "session_bundle"} <= set(
-        unchanged.up_to_date)
+    assert {"source_document", "chunk_map", "npcs", "session_bundle"} <= set(unchanged.up_to_date)
 
     manifest = tmp_path / "data" / "bundles" / "again" / "manifest.json"
     manifest.unlink()
@@ -56,8 +62,7 @@ def test_an_unchanged_rerun_runs_nothing_and_a_change_runs_what_it_touches(
     assert manifest.is_file()
 
     edited = tmp_path / "edited.jsonl"
-    edited.write_text(SAMPLE.read_text(encoding="utf-8").replace("the", "teh", 1),
-                      encoding="utf-8")
+    edited.write_text(SAMPLE.read_text(encoding="utf-8").replace("the", "teh", 1), encoding="utf-8")
     register_transcript(transcripts, "again", edited)
     changed = run(tmp_path, instance, calls)
     assert changed.run_id is not None and changed.up_to_date == ()

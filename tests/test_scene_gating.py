@@ -59,38 +59,59 @@ def combat_lane(retries: int = 0) -> ResolvedLane:
     # as a profile's `validators:` override can.
     lane = complete_pipeline().lane("combat-turns")
     chain = tuple(v for v in lane.extract.validators if v != "support")
-    return lane.model_copy(update={"extract": lane.extract.model_copy(
-        update={"retries": retries, "validators": chain})})
+    return lane.model_copy(
+        update={
+            "extract": lane.extract.model_copy(update={"retries": retries, "validators": chain})
+        }
+    )
 
 
 def upstream(chunks: list[Chunk], scenes: dict[str, Any]) -> dict[str, Any]:
-    return {"scene-descriptions": scenes,
-            "npcs": npc_artifact("s1", [("npc-gustav", "Gustav", ["the carnival master"])],
-                                 cite=100)}
+    return {
+        "scene-descriptions": scenes,
+        "npcs": npc_artifact("s1", [("npc-gustav", "Gustav", ["the carnival master"])], cite=100),
+    }
 
 
-def run_combat(doc: SourceDocument, chunks: list[Chunk], scenes: dict[str, Any],
-               client: RecordingClient | None = None, **kwargs: Any):
+def run_combat(
+    doc: SourceDocument,
+    chunks: list[Chunk],
+    scenes: dict[str, Any],
+    client: RecordingClient | None = None,
+    **kwargs: Any,
+):
     client = client if client is not None else RecordingClient()
-    result = run_one_lane(combat_lane(kwargs.pop("retries", 0)), doc, chunks,
-                          upstream(chunks, scenes), client=client, **kwargs)
+    result = run_one_lane(
+        combat_lane(kwargs.pop("retries", 0)),
+        doc,
+        chunks,
+        upstream(chunks, scenes),
+        client=client,
+        **kwargs,
+    )
     return result, client
 
 
 @pytest.mark.parametrize("kind", ["narrative", "recap", "meta"])
 def test_exact_non_combat_match_is_an_accepted_empty_artifact_without_a_call(
-        fight: SourceDocument, chunks: list[Chunk], kind: str) -> None:
+    fight: SourceDocument, chunks: list[Chunk], kind: str
+) -> None:
     result, client = run_combat(fight, chunks, scene_artifact(chunks, kind))
     assert client.calls == 0
     assert result.status == "accepted"
-    assert result.payload == {"kind": "dnd/combat-turn-list", "schema_version": "v1",
-                              "source_id": "s1", "combat_turns": []}
+    assert result.payload == {
+        "kind": "dnd/combat-turn-list",
+        "schema_version": "v1",
+        "source_id": "s1",
+        "combat_turns": [],
+    }
     assert result.chunk_status == {"chunk-0000": "skipped", "chunk-0001": "skipped"}
     assert result.warnings == () and result.rejections == ()
 
 
-def test_exact_combat_match_keeps_the_combat_llm_path(fight: SourceDocument,
-                                                     chunks: list[Chunk]) -> None:
+def test_exact_combat_match_keeps_the_combat_llm_path(
+    fight: SourceDocument, chunks: list[Chunk]
+) -> None:
     scenes = scene_artifact(chunks, {"chunk-0000": "narrative", "chunk-0001": "combat"})
     result, client = run_combat(fight, chunks, scenes)
     assert client.calls == 1 and client.requests[0].chunk_id == "chunk-0001"
@@ -116,16 +137,19 @@ def test_the_scene_reference_cannot_be_unbound_at_runtime() -> None:
 
 
 def test_missing_coverage_is_an_empty_artifact_with_one_bounded_warning(
-        fight: SourceDocument, chunks: list[Chunk]) -> None:
+    fight: SourceDocument, chunks: list[Chunk]
+) -> None:
     scenes = scene_artifact(chunks, {"chunk-0000": "narrative"}, TITLE, SUMMARY)
     result, client = run_combat(fight, chunks, scenes)
     assert client.calls == 0 and result.status == "accepted"
     assert result.payload["combat_turns"] == []
     assert [(w.code, w.chunk_id, w.lane) for w in result.warnings] == [
-        ("scene_coverage_missing", "chunk-0001", "combat-turns")]
+        ("scene_coverage_missing", "chunk-0001", "combat-turns")
+    ]
     assert result.warnings[0].message == (
         "chunk 'chunk-0001': no exact scene classification (no scene record has this chunk "
-        "id); combat extraction skipped with an empty result")
+        "id); combat extraction skipped with an empty result"
+    )
 
 
 def _shift_end(record: dict[str, Any]) -> None:
@@ -138,12 +162,16 @@ def _other_source(record: dict[str, Any]) -> None:
     record["source_ref"]["source_id"] = "another-session"
 
 
-@pytest.mark.parametrize("damage, reason", [
-    (_shift_end, "unit range differs"),
-    (_other_source, "source id differs"),
-])
+@pytest.mark.parametrize(
+    "damage, reason",
+    [
+        (_shift_end, "unit range differs"),
+        (_other_source, "source id differs"),
+    ],
+)
 def test_mismatched_coverage_is_an_empty_artifact_with_one_bounded_warning(
-        fight: SourceDocument, chunks: list[Chunk], damage: Any, reason: str) -> None:
+    fight: SourceDocument, chunks: list[Chunk], damage: Any, reason: str
+) -> None:
     scenes = scene_artifact(chunks, "combat", TITLE, SUMMARY)
     damage(scenes["scene_descriptions"][1])
     result, client = run_combat(fight, chunks, scenes)
@@ -158,7 +186,8 @@ def test_mismatched_coverage_is_an_empty_artifact_with_one_bounded_warning(
 
 
 def test_an_overlapping_combat_scene_of_another_chunk_authorizes_nothing(
-        fight: SourceDocument, chunks: list[Chunk]) -> None:
+    fight: SourceDocument, chunks: list[Chunk]
+) -> None:
     """Eligibility never comes from overlap, adjacency or array position."""
     whole = make_chunk(fight, 0, fight.units, chunk_id="chunk-whole")
     scenes = scene_artifact([whole], "combat")
@@ -167,35 +196,61 @@ def test_an_overlapping_combat_scene_of_another_chunk_authorizes_nothing(
     assert {w.code for w in result.warnings} == {"scene_coverage_missing"}
 
 
-@pytest.mark.parametrize("content, problem", [
-    ("{not json", "not valid JSON"),
-    (json.dumps({"kind": "dnd/npc-list", "schema_version": "v1", "source_id": "s1",
-                 "npcs": []}), "accepts"),
-    (json.dumps({"kind": "dnd/scene-description-list", "schema_version": "v1",
-                 "source_id": "s1", "scene_descriptions": [{"scene_id": "chunk-0000"}]}),
-     "malformed external artifact"),
-    (json.dumps({"scene_descriptions": []}), "no artifact kind"),
-])
+@pytest.mark.parametrize(
+    "content, problem",
+    [
+        ("{not json", "not valid JSON"),
+        (
+            json.dumps(
+                {"kind": "dnd/npc-list", "schema_version": "v1", "source_id": "s1", "npcs": []}
+            ),
+            "accepts",
+        ),
+        (
+            json.dumps(
+                {
+                    "kind": "dnd/scene-description-list",
+                    "schema_version": "v1",
+                    "source_id": "s1",
+                    "scene_descriptions": [{"scene_id": "chunk-0000"}],
+                }
+            ),
+            "malformed external artifact",
+        ),
+        (json.dumps({"scene_descriptions": []}), "no artifact kind"),
+    ],
+)
 def test_malformed_external_scene_artifact_fails_at_preparation(
-        tmp_path: Path, content: str, problem: str) -> None:
+    tmp_path: Path, content: str, problem: str
+) -> None:
     path = tmp_path / "scenes.json"
     path.write_text(content, encoding="utf-8")
-    pipeline = complete_pipeline(runtime_references=[RuntimeBinding(
-        selector="combat-turns.extract.scene_descriptions", path=str(path))])
-    binding = next(b for b in pipeline.lane("combat-turns").extract.references
-                   if b.slot == "scene_descriptions")
+    pipeline = complete_pipeline(
+        runtime_references=[
+            RuntimeBinding(selector="combat-turns.extract.scene_descriptions", path=str(path))
+        ]
+    )
+    binding = next(
+        b
+        for b in pipeline.lane("combat-turns").extract.references
+        if b.slot == "scene_descriptions"
+    )
     assert binding.origin == "file"
     with pytest.raises(ReferenceError_, match=problem):
         prepare_file(binding)
 
 
 def test_a_valid_external_scene_artifact_gates_like_a_generated_one(
-        tmp_path: Path, fight: SourceDocument, chunks: list[Chunk]) -> None:
+    tmp_path: Path, fight: SourceDocument, chunks: list[Chunk]
+) -> None:
     path = tmp_path / "scenes.json"
-    path.write_text(json.dumps(scene_artifact(chunks, {"chunk-0000": "narrative",
-                                                       "chunk-0001": "combat"})))
-    lane = complete_pipeline(runtime_references=[RuntimeBinding(
-        selector="combat-turns.extract.scene_descriptions", path=str(path))]
+    path.write_text(
+        json.dumps(scene_artifact(chunks, {"chunk-0000": "narrative", "chunk-0001": "combat"}))
+    )
+    lane = complete_pipeline(
+        runtime_references=[
+            RuntimeBinding(selector="combat-turns.extract.scene_descriptions", path=str(path))
+        ]
     ).lane("combat-turns")
     client = RecordingClient()
     result = run_one_lane(lane, fight, chunks, {"npcs": npc_artifact("s1")}, client=client)
@@ -204,35 +259,60 @@ def test_a_valid_external_scene_artifact_gates_like_a_generated_one(
     assert result.status == "accepted"
 
 
-@pytest.mark.parametrize("payload, problem", [
-    (None, "produced no accepted artifact"),
-    ({"kind": "dnd/scene-description-list", "schema_version": "v1", "source_id": "s1",
-      "scene_descriptions": [{"scene_id": "x", "kind": "battle"}]}, "malformed generated"),
-    ({"kind": "dnd/spell-list", "schema_version": "v1", "source_id": "s1", "spells": []},
-     "accepts"),
-])
+@pytest.mark.parametrize(
+    "payload, problem",
+    [
+        (None, "produced no accepted artifact"),
+        (
+            {
+                "kind": "dnd/scene-description-list",
+                "schema_version": "v1",
+                "source_id": "s1",
+                "scene_descriptions": [{"scene_id": "x", "kind": "battle"}],
+            },
+            "malformed generated",
+        ),
+        (
+            {"kind": "dnd/spell-list", "schema_version": "v1", "source_id": "s1", "spells": []},
+            "accepts",
+        ),
+    ],
+)
 def test_malformed_generated_scene_artifact_fails_at_the_handoff(
-        payload: dict[str, Any] | None, problem: str) -> None:
-    binding = next(b for b in complete_pipeline().lane("combat-turns").extract.references
-                   if b.slot == "scene_descriptions")
+    payload: dict[str, Any] | None, problem: str
+) -> None:
+    binding = next(
+        b
+        for b in complete_pipeline().lane("combat-turns").extract.references
+        if b.slot == "scene_descriptions"
+    )
     assert (binding.origin, binding.lane) == ("lane", "scene-descriptions")
     with pytest.raises(ReferenceError_, match=problem):
         prepare_generated(binding, payload)
 
 
 def test_an_unprepared_scene_reference_fails_the_lane_instead_of_counting_as_unbound(
-        fight: SourceDocument, chunks: list[Chunk]) -> None:
+    fight: SourceDocument, chunks: list[Chunk]
+) -> None:
     from notarius_dagster.engine.lane_runner import run_lane
 
     client = RecordingClient()
     with pytest.raises(LaneError, match="scene_descriptions"):
-        run_lane(combat_lane(), document=fight, chunks=chunks, references={}, client=client,
-                 session_id="s1", llm_fingerprint="fp")
+        run_lane(
+            combat_lane(),
+            document=fight,
+            chunks=chunks,
+            references={},
+            client=client,
+            session_id="s1",
+            llm_fingerprint="fp",
+        )
     assert client.calls == 0
 
 
 def test_deterministic_skips_neither_consume_nor_attempt_retries(
-        fight: SourceDocument, chunks: list[Chunk], monkeypatch: pytest.MonkeyPatch) -> None:
+    fight: SourceDocument, chunks: list[Chunk], monkeypatch: pytest.MonkeyPatch
+) -> None:
     attempts: list[str] = []
     real = SceneGatedCombatExtractor.extract
 
@@ -250,7 +330,8 @@ def test_deterministic_skips_neither_consume_nor_attempt_retries(
 
 
 def test_a_scene_classification_change_invalidates_checkpoint_reuse(
-        tmp_path: Path, fight: SourceDocument, chunks: list[Chunk]) -> None:
+    tmp_path: Path, fight: SourceDocument, chunks: list[Chunk]
+) -> None:
     store = FileCheckpointStore(tmp_path / "checkpoints")
     quiet = scene_artifact(chunks, "narrative")
     first, client = run_combat(fight, chunks, quiet, checkpoints=store)
@@ -267,36 +348,50 @@ def test_a_scene_classification_change_invalidates_checkpoint_reuse(
 
 
 def test_no_scene_prose_reaches_prompts_warnings_metadata_or_manifest(
-        fight: SourceDocument, chunks: list[Chunk]) -> None:
+    fight: SourceDocument, chunks: list[Chunk]
+) -> None:
     third = make_chunk(fight, 2, fight.units[9:])  # overlapping, and without a scene record
     all_chunks = [*chunks, third]
-    scenes = scene_artifact(chunks, {"chunk-0000": "narrative", "chunk-0001": "combat"},
-                            TITLE, SUMMARY)
+    scenes = scene_artifact(
+        chunks, {"chunk-0000": "narrative", "chunk-0001": "combat"}, TITLE, SUMMARY
+    )
     result, client = run_combat(fight, all_chunks, scenes)
     assert client.calls == 1
     assert [w.chunk_id for w in result.warnings if w.code.startswith("scene_")] == ["chunk-0002"]
     pipeline = complete_pipeline()
-    binding = next(b for b in pipeline.lane("combat-turns").extract.references
-                   if b.slot == "scene_descriptions")
+    binding = next(
+        b
+        for b in pipeline.lane("combat-turns").extract.references
+        if b.slot == "scene_descriptions"
+    )
     provenance = prepare_generated(binding, scenes).provenance
-    exposed = json.dumps({
-        "prompts": [[r.system, r.user, r.schema_] for r in client.requests],
-        "warnings": [w.model_dump() for w in result.warnings],
-        "metadata": result.metadata, "payload": result.payload,
-        "manifest_lane": lane_summary(result, pipeline).model_dump(mode="json"),
-        "provenance": dict(provenance),
-    })
+    exposed = json.dumps(
+        {
+            "prompts": [[r.system, r.user, r.schema_] for r in client.requests],
+            "warnings": [w.model_dump() for w in result.warnings],
+            "metadata": result.metadata,
+            "payload": result.payload,
+            "manifest_lane": lane_summary(result, pipeline).model_dump(mode="json"),
+            "provenance": dict(provenance),
+        }
+    )
     assert not [p for p in PROSE if p in exposed]
     assert "scene_descriptions" not in json.dumps(result.payload)
 
 
 def test_manifest_metadata_reports_only_the_number_of_approved_scene_records(
-        fight: SourceDocument, chunks: list[Chunk]) -> None:
+    fight: SourceDocument, chunks: list[Chunk]
+) -> None:
     result, _ = run_combat(fight, chunks, scene_artifact(chunks, "narrative", TITLE, SUMMARY))
     extractor = result.metadata["extractor"]
     assert extractor["approved_scene_records"] == 2
-    assert set(extractor) == {"prompt_sha256", "answer_schema_sha256", "citations", "gate",
-                              "approved_scene_records"}
+    assert set(extractor) == {
+        "prompt_sha256",
+        "answer_schema_sha256",
+        "citations",
+        "gate",
+        "approved_scene_records",
+    }
 
 
 def test_fingerprint_material_is_stable_and_holds_no_scene_artifact() -> None:
@@ -312,13 +407,18 @@ def test_the_complete_profile_orders_lanes_by_their_references() -> None:
     pipeline = complete_pipeline()
     assert pipeline.chunk.module == "scenes"
     assert {lane.id: lane.depends_on for lane in pipeline.lanes} == {
-        "npcs": (), "scene-descriptions": (),
+        "npcs": (),
+        "scene-descriptions": (),
         "combat-turns": ("npcs", "scene-descriptions"),
-        "spells": ("npcs",), "item-events": ("npcs",), "npc-interactions": ("npcs",)}
+        "spells": ("npcs",),
+        "item-events": ("npcs",),
+        "npc-interactions": ("npcs",),
+    }
     combat = pipeline.lane("combat-turns").extract
     assert {(b.slot, b.origin, b.lane, b.required) for b in combat.references} == {
         ("scene_descriptions", "lane", "scene-descriptions", True),
-        ("npcs", "lane", "npcs", False)}
+        ("npcs", "lane", "npcs", False),
+    }
 
 
 def test_the_minimal_profile_has_npcs_and_scene_descriptions_only() -> None:
@@ -331,7 +431,8 @@ def test_the_minimal_profile_has_npcs_and_scene_descriptions_only() -> None:
 
 
 def test_the_scene_lane_hands_its_accepted_artifact_to_combat_in_order(
-        fight: SourceDocument, chunks: list[Chunk]) -> None:
+    fight: SourceDocument, chunks: list[Chunk]
+) -> None:
     """The complete profile's ordered dependency, engine side: producers first, then the
     consumer gets their accepted artifacts through the typed handoff."""
     pipeline = complete_pipeline()
@@ -339,8 +440,9 @@ def test_the_scene_lane_hands_its_accepted_artifact_to_combat_in_order(
     clients: dict[str, RecordingClient] = {}
     for lane_id in ("npcs", "scene-descriptions", "combat-turns"):
         clients[lane_id] = RecordingClient()
-        result = run_one_lane(pipeline.lane(lane_id), fight, chunks, payloads,
-                              client=clients[lane_id])
+        result = run_one_lane(
+            pipeline.lane(lane_id), fight, chunks, payloads, client=clients[lane_id]
+        )
         assert result.status == "accepted"
         payloads[lane_id] = result.payload
     kinds = {s["scene_id"]: s["kind"] for s in payloads["scene-descriptions"]["scene_descriptions"]}
@@ -369,7 +471,8 @@ def _resolve(data: dict[str, Any]) -> Any:
 
 
 def test_an_artifact_with_two_records_for_one_scene_is_malformed_not_unbound(
-        fight: SourceDocument, chunks: list[Chunk]) -> None:
+    fight: SourceDocument, chunks: list[Chunk]
+) -> None:
     """Internally inconsistent (two records claim one chunk): an error at the handoff."""
     scenes = scene_artifact(chunks, "combat", TITLE, SUMMARY)
     scenes["scene_descriptions"].append(dict(scenes["scene_descriptions"][1]))
@@ -378,7 +481,8 @@ def test_an_artifact_with_two_records_for_one_scene_is_malformed_not_unbound(
 
 
 def test_a_record_whose_evidence_is_not_its_range_is_malformed(
-        fight: SourceDocument, chunks: list[Chunk]) -> None:
+    fight: SourceDocument, chunks: list[Chunk]
+) -> None:
     scenes = scene_artifact(chunks, "combat", TITLE, SUMMARY)
     scenes["scene_descriptions"][0]["source_ref"]["end_unit_id"] = 101
     with pytest.raises(ReferenceError_, match="malformed generated artifact"):

@@ -28,14 +28,24 @@ def document(lines: list[tuple[str, str] | tuple[str, str, float]]) -> SourceDoc
         if len(line) == 3:
             metadata["start"] = metadata["end"] = line[2]
         units.append(SourceUnit(unit_id=1000 + i, text=line[1], metadata=metadata))
-    return SourceDocument(source_id="s1", media_type="application/x-ndjson",
-                          units=tuple(units), digest=document_digest(units))
+    return SourceDocument(
+        source_id="s1",
+        media_type="application/x-ndjson",
+        units=tuple(units),
+        digest=document_digest(units),
+    )
 
 
 def chunked(doc: SourceDocument, **options: Any) -> list[Chunk]:
     chunker = CATALOG.build("chunk", "scenes", {"min_units": 2, **options})
-    ctx = RunContext(session_id="s1", lane_id=None, module_key="scenes", options=options,
-                     references={}, client=None)
+    ctx = RunContext(
+        session_id="s1",
+        lane_id=None,
+        module_key="scenes",
+        options=options,
+        references={},
+        client=None,
+    )
     return chunker.chunk(ChunkRequest(doc, ctx))
 
 
@@ -56,8 +66,10 @@ def test_an_initiative_call_starts_a_scene() -> None:
 
 
 def test_a_break_announcement_ends_a_scene_and_welcome_back_starts_one() -> None:
-    doc = table((3, ("DM", "And we'll be right back after the break.")),
-                (8, ("DM", "Welcome back, everybody.")))
+    doc = table(
+        (3, ("DM", "And we'll be right back after the break.")),
+        (8, ("DM", "Welcome back, everybody.")),
+    )
     assert starts(chunked(doc)) == [(1000, "start"), (1004, "break"), (1008, "break")]
 
 
@@ -69,16 +81,17 @@ def test_a_long_silence_between_timestamps_starts_a_scene() -> None:
 
 
 def test_the_dm_narrating_a_change_of_scene_starts_one_a_player_does_not() -> None:
-    doc = table((4, ("Player", "Meanwhile I check my pockets.")),
-                (8, ("DM", "The next morning, you wake to rain.")))
+    doc = table(
+        (4, ("Player", "Meanwhile I check my pockets.")),
+        (8, ("DM", "The next morning, you wake to rain.")),
+    )
     assert starts(chunked(doc)) == [(1000, "start"), (1008, "scene_change")]
 
 
 def test_the_dm_is_the_most_frequent_speaker_unless_configured() -> None:
     doc = table((8, ("Player", "Meanwhile, across town, the guards gather.")))
     assert starts(chunked(doc)) == [(1000, "start")]
-    assert starts(chunked(doc, dm_speakers=["player"])) == [(1000, "start"),
-                                                           (1008, "scene_change")]
+    assert starts(chunked(doc, dm_speakers=["player"])) == [(1000, "start"), (1008, "scene_change")]
 
 
 def test_a_cue_inside_a_too_short_scene_is_ignored() -> None:
@@ -107,8 +120,10 @@ def test_chunking_is_deterministic() -> None:
     assert chunked(doc, max_units=7) == chunked(doc, max_units=7)
 
 
-@pytest.mark.parametrize("options", [{"use_llm": True}, {"max_unit": 5},
-                                     {"min_units": 10, "max_units": 5}, {"max_units": 0}])
+@pytest.mark.parametrize(
+    "options",
+    [{"use_llm": True}, {"max_unit": 5}, {"min_units": 10, "max_units": 5}, {"max_units": 0}],
+)
 def test_unknown_or_invalid_options_are_refused(options: dict[str, Any]) -> None:
     with pytest.raises(ValidationError):
         CATALOG.build("chunk", "scenes", options)

@@ -63,8 +63,11 @@ def prompt_lines() -> set[str]:
 def needles(path: Path) -> dict[str, str]:
     """What must appear nowhere, each with a label for the failure message."""
     document = parse_transcript(path.read_bytes(), file_name=path.name, source_id="s")
-    found = {KEY: "the API key", PASSWORD: "the password",
-             base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode(): "the Basic credentials"}
+    found = {
+        KEY: "the API key",
+        PASSWORD: "the password",
+        base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode(): "the Basic credentials",
+    }
     texts = {f"prompt line {line[:30]!r}": line for line in prompt_lines()}
     texts |= {f"unit {u.unit_id}": u.text for u in document.units if len(u.text) >= MIN_TEXT}
     assert sum(1 for label in texts if label.startswith("unit")) > 20
@@ -75,8 +78,12 @@ def needles(path: Path) -> dict[str, str]:
 
 
 def leaks(found: dict[str, str], places: dict[str, str]) -> list[str]:
-    return sorted(f"{label} in {where}" for where, text in places.items()
-                  for needle, label in found.items() if needle in text)
+    return sorted(
+        f"{label} in {where}"
+        for where, text in places.items()
+        for needle, label in found.items()
+        if needle in text
+    )
 
 
 def published(bundle: Path) -> dict[str, str]:
@@ -84,16 +91,21 @@ def published(bundle: Path) -> dict[str, str]:
     root = bundle.resolve()
     files = {str(p.relative_to(root)): p.read_text() for p in root.rglob("*") if p.is_file()}
     assert "manifest.json" in files
-    return {rel: text for rel, text in files.items()
-            if not rel.startswith("lanes/") and rel != "evidence-context.json"}
+    return {
+        rel: text
+        for rel, text in files.items()
+        if not rel.startswith("lanes/") and rel != "evidence-context.json"
+    }
 
 
 def event_log(instance: DagsterInstance, run_id: str) -> dict[str, str]:
     """Every record of the run's event log, serialized whole."""
     records = instance.all_logs(run_id)
     assert records
-    return {f"event {n} ({r.dagster_event_type or 'log'})": serialize_value(r)
-            for n, r in enumerate(records)}
+    return {
+        f"event {n} ({r.dagster_event_type or 'log'})": serialize_value(r)
+        for n, r in enumerate(records)
+    }
 
 
 def endpoint(fake: FakeProvider) -> str:
@@ -108,13 +120,36 @@ def key(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 
 def notarius_run(tmp_path: Path, profile: Path, path: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NOTARIUS_", "DAGSTER_"))}
-    env.update({"DAGSTER_HOME": str(tmp_path / "home"), "PYTHONPATH": str(REPO),
-                KEY_ENV: KEY, "COLUMNS": "160"})
+    env.update(
+        {
+            "DAGSTER_HOME": str(tmp_path / "home"),
+            "PYTHONPATH": str(REPO),
+            KEY_ENV: KEY,
+            "COLUMNS": "160",
+        }
+    )
     (tmp_path / "home").mkdir(exist_ok=True)
     return subprocess.run(
-        [str(NOTARIUS), "run", str(path), "--config", str(profile), "--out",
-         str(tmp_path / "bundles"), "--data", str(tmp_path / "data"), "--session-id", "sec"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, check=False)
+        [
+            str(NOTARIUS),
+            "run",
+            str(path),
+            "--config",
+            str(profile),
+            "--out",
+            str(tmp_path / "bundles"),
+            "--data",
+            str(tmp_path / "data"),
+            "--session-id",
+            "sec",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
 
 
 def cli_event_log(tmp_path: Path) -> dict[str, str]:
@@ -148,16 +183,21 @@ def test_cli_run_that_publishes_against_an_echoing_provider_leaks_nothing(
     with FakeProvider("echo-ok") as fake:
         # The echoed answers are valid JSON but cite nothing the support check accepts for
         # every lane; publish whatever passes, since this test is about what leaks.
-        profile = profile_for(COMPLETE, tmp_path / "profile", endpoint(fake),
-                              publish={"min_accepted_chunk_share": 0})
+        profile = profile_for(
+            COMPLETE, tmp_path / "profile", endpoint(fake), publish={"min_accepted_chunk_share": 0}
+        )
         done = notarius_run(tmp_path, profile, path)
         assert fake.requests
     assert done.returncode == 0, done.stderr
     bundle = tmp_path / "bundles" / "sec"
     manifest = json.loads((bundle / "manifest.json").read_text())
     assert manifest["llm_profile"]["api_base"] == fake.api_base  # no user, no password
-    places = {"stdout": done.stdout, "stderr": done.stderr, **published(bundle),
-              **cli_event_log(tmp_path)}
+    places = {
+        "stdout": done.stdout,
+        "stderr": done.stderr,
+        **published(bundle),
+        **cli_event_log(tmp_path),
+    }
     assert leaks(needles(path), places) == []
 
 
@@ -170,8 +210,13 @@ def test_the_dagster_job_against_an_echoing_provider_leaks_nothing(
     with FakeProvider("echo", status=401) as fake, DagsterInstance.ephemeral() as instance:
         api_base = endpoint(fake) if with_userinfo else fake.api_base
         profile = profile_for(COMPLETE, tmp_path / "profile", api_base)
-        outcome = run_session(session_id="sec", profile=profile, data_root=tmp_path / "data",
-                              instance=instance, quiet=True)
+        outcome = run_session(
+            session_id="sec",
+            profile=profile,
+            data_root=tmp_path / "data",
+            instance=instance,
+            quiet=True,
+        )
         places = event_log(instance, outcome.run_id)
         sent = [h.get("authorization", "") for h in fake.headers]
     # the key really was sent (and echoed) when no user:password replaces it

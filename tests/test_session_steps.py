@@ -32,12 +32,12 @@ from notarius_dagster.engine.transcripts import register_transcript
 SECRET = "STEPS-REFERENCE-MARKER-5521"
 
 
-
 def cited_word(request: ExtractRequest, unit: int) -> list[str]:
     """An alias the cited unit mentions (its first word), so the record passes the `support`
     check: these modules test reference handling, not grounding."""
     text = next(u.text for u in request.document.units if u.unit_id == unit)
     return text.split()[:1]
+
 
 class NotesExtractor(BaseExtractor):
     """Names one NPC after the number of lines in its `notes` reference (0 when unbound)."""

@@ -14,16 +14,17 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def _loaded_after(code: str, tmp_path: Path) -> set[str]:
-    probe = (
-        "import contextlib, io, json, sys\n"
-        f"{code}\n"
-        "print(json.dumps(sorted(sys.modules)))\n"
-    )
+    probe = f"import contextlib, io, json, sys\n{code}\nprint(json.dumps(sorted(sys.modules)))\n"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NOTARIUS_", "DAGSTER_"))}
     env.update({"PYTHONPATH": str(REPO), "DAGSTER_HOME": str(tmp_path)})
     done = subprocess.run(
-        [sys.executable, "-c", probe], cwd=REPO, env=env, capture_output=True, text=True,
-        timeout=180, check=True,
+        [sys.executable, "-c", probe],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=True,
     )
     return set(json.loads(done.stdout.splitlines()[-1]))
 

@@ -25,8 +25,9 @@ BAD = b'{"speaker": "DM", "text": "fine"}\n{"speaker": "DM", "text": 7}\n'
 
 
 def plan() -> RunPipeline:
-    return RunPipeline(resolve_profile_file(REPO / "configs" / "offline.yaml",
-                                            llm_profile="test-double"))
+    return RunPipeline(
+        resolve_profile_file(REPO / "configs" / "offline.yaml", llm_profile="test-double")
+    )
 
 
 def test_a_parse_error_names_the_file_the_user_registered(tmp_path: Path) -> None:
@@ -34,15 +35,21 @@ def test_a_parse_error_names_the_file_the_user_registered(tmp_path: Path) -> Non
     source.write_bytes(BAD)
     register_transcript(tmp_path / "store", "session-12-final", source)
     with pytest.raises(InputError, match=r"Session 12 \(final\)\.jsonl line 2") as caught:
-        load_source_document(plan(), transcripts=tmp_path / "store",
-                             session_id="session-12-final")
+        load_source_document(plan(), transcripts=tmp_path / "store", session_id="session-12-final")
     assert "session-12-final.jsonl" not in str(caught.value)
 
 
 def test_the_inbox_records_the_dropped_files_name(tmp_path: Path) -> None:
     store = tmp_path / "store"
-    register_content(store, InboxTranscript(name="Night Two.jsonl", session_id="night-two",
-                                            content=BAD, sha256=hashlib.sha256(BAD).hexdigest()))
+    register_content(
+        store,
+        InboxTranscript(
+            name="Night Two.jsonl",
+            session_id="night-two",
+            content=BAD,
+            sha256=hashlib.sha256(BAD).hexdigest(),
+        ),
+    )
     assert original_name(store, "night-two") == "Night Two.jsonl"
     with pytest.raises(InputError, match=r"Night Two\.jsonl line 2"):
         load_source_document(plan(), transcripts=store, session_id="night-two")

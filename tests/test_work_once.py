@@ -17,8 +17,11 @@ from notarius_dagster.llm.client import compiled_validator
 from resources.io_managers import JsonAssetIOManager
 from tests.conftest import make_document
 
-SCHEMA: dict[str, Any] = {"type": "object", "properties": {"n": {"type": "integer"}},
-                          "required": ["n"]}
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"n": {"type": "integer"}},
+    "required": ["n"],
+}
 
 
 def test_the_client_compiles_a_schema_once_and_refuses_a_bad_one_every_time() -> None:
@@ -46,7 +49,8 @@ def test_schema_problems_compiles_one_validator_per_kind(monkeypatch: pytest.Mon
 
 
 def test_the_source_document_is_loaded_once_per_file_version(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     manager = JsonAssetIOManager(root=str(tmp_path))
     key = AssetKey("source_document")
     document = make_document([1, 2, 3])
@@ -62,8 +66,9 @@ def test_the_source_document_is_loaded_once_per_file_version(
     from resources.io_managers import VALUE_CACHE
 
     VALUE_CACHE.clear()  # as in a fresh process
-    loaded = [manager.load_input(build_input_context(asset_key=key, partition_key="s1"))
-              for _ in range(3)]
+    loaded = [
+        manager.load_input(build_input_context(asset_key=key, partition_key="s1")) for _ in range(3)
+    ]
     assert reads == ["source_document.json"]
     assert all(isinstance(v, SourceDocument) and v == document for v in loaded)
     stored = next(tmp_path.rglob("source_document.json"))

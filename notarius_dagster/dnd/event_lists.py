@@ -68,14 +68,20 @@ class EventMerger(NoOptionsModule):
         for extract in request.extracts:
             assert extract.payload is not None
             for record in extract.payload[self.lane.items_field]:
-                key = digest_of({k: v for k, v in record.items()
-                                 if k not in ("source_refs", "id")})
+                key = digest_of({k: v for k, v in record.items() if k not in ("source_refs", "id")})
                 spans = _spans(_refs(record), positions)
-                same = next((r for r in by_key.get(key, [])
-                             if _overlap(_spans(_refs(r), positions), spans)), None)
+                same = next(
+                    (
+                        r
+                        for r in by_key.get(key, [])
+                        if _overlap(_spans(_refs(r), positions), spans)
+                    ),
+                    None,
+                )
                 if same is not None:
-                    same["source_refs"] = [r.model_dump() for r in
-                                           sort_refs([*_refs(same), *_refs(record)], doc)]
+                    same["source_refs"] = [
+                        r.model_dump() for r in sort_refs([*_refs(same), *_refs(record)], doc)
+                    ]
                     continue
                 copy = dict(record)
                 merged.append(copy)

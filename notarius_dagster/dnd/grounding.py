@@ -57,8 +57,7 @@ class NpcIndex:
                 by_name.setdefault(key, npc_id)
         for key in ambiguous:
             by_name.pop(key, None)
-        return cls(ids_by_name=by_name, ambiguous=frozenset(ambiguous),
-                   known_ids=frozenset(known))
+        return cls(ids_by_name=by_name, ambiguous=frozenset(ambiguous), known_ids=frozenset(known))
 
     def lookup(self, name: str | None) -> str | None:
         """The id of the one NPC this name (or alias) denotes, else None."""
@@ -79,8 +78,9 @@ def npc_index(references: Mapping[str, PreparedReference]) -> NpcIndex | None:
     return NpcIndex.from_artifact(ref.artifact)
 
 
-def ground_names(records: Sequence[dict[str, Any]], fields: Sequence[tuple[str, str]],
-                 request: ExtractRequest) -> list[RunWarning]:
+def ground_names(
+    records: Sequence[dict[str, Any]], fields: Sequence[tuple[str, str]], request: ExtractRequest
+) -> list[RunWarning]:
     """Fill each `id_field` from its `name_field` in place, from the request's `npcs`
     reference; one count-only warning per extract when some names stayed unmatched. Without
     the reference (slot unbound) ids stay null silently: there was nothing to ground against."""
@@ -95,10 +95,16 @@ def ground_names(records: Sequence[dict[str, Any]], fields: Sequence[tuple[str, 
                 unmatched += 1
     if not unmatched:
         return []
-    return [RunWarning(stage="extract", code="npc_unmatched", lane=request.context.lane_id,
-                       chunk_id=request.chunk.chunk_id,
-                       message=f"{unmatched} name(s) matched no NPC of the npcs reference; "
-                               "they stay names without an NPC id")]
+    return [
+        RunWarning(
+            stage="extract",
+            code="npc_unmatched",
+            lane=request.context.lane_id,
+            chunk_id=request.chunk.chunk_id,
+            message=f"{unmatched} name(s) matched no NPC of the npcs reference; "
+            "they stay names without an NPC id",
+        )
+    ]
 
 
 def grounded_payload(fields: Grounded, convert: Converters | None = None) -> ToPayload:
@@ -137,8 +143,12 @@ def grounding_rule(fields: Grounded) -> LaneRule:
     return LaneRule(stage="extract", name="npc_grounding", check=check)
 
 
-def grounding_problems(ctx: ValidationContext, output: ModuleOutput, items_field: str,
-                       fields: Sequence[tuple[str, str]]) -> list[str]:
+def grounding_problems(
+    ctx: ValidationContext,
+    output: ModuleOutput,
+    items_field: str,
+    fields: Sequence[tuple[str, str]],
+) -> list[str]:
     """Lane rule: a name that denotes an NPC of the bound `npcs` artifact carries that NPC's
     id, and every id that is set belongs to that artifact. Problems name record index and
     field, never the name. The validation context carries references only when the engine
@@ -163,12 +173,16 @@ def grounding_problems(ctx: ValidationContext, output: ModuleOutput, items_field
     return problems
 
 
-def _ids_without_reference(output: ModuleOutput, items_field: str,
-                           fields: Sequence[tuple[str, str]]) -> list[str]:
+def _ids_without_reference(
+    output: ModuleOutput, items_field: str, fields: Sequence[tuple[str, str]]
+) -> list[str]:
     """With no `npcs` reference, no id can have come from grounding."""
-    return [f"{items_field}[{i}].{id_field}: NPC id set but no npcs reference is bound"
-            for i, record in enumerate(_records(output, items_field))
-            for _, id_field in fields if record.get(id_field) is not None]
+    return [
+        f"{items_field}[{i}].{id_field}: NPC id set but no npcs reference is bound"
+        for i, record in enumerate(_records(output, items_field))
+        for _, id_field in fields
+        if record.get(id_field) is not None
+    ]
 
 
 def references_of(ctx: ValidationContext) -> Mapping[str, PreparedReference] | None:

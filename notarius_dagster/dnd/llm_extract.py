@@ -222,9 +222,7 @@ class LLMListExtractor:
             "citations": self.citations.name,
         }
 
-    def reference_fingerprint(
-        self, slot: str, reference: PreparedReference, chunk: Chunk
-    ) -> str:
+    def reference_fingerprint(self, slot: str, reference: PreparedReference, chunk: Chunk) -> str:
         """What of `reference` this extraction consumes (dnd/reference_fingerprints.py): for
         the `npcs` artifact its ids, names and aliases only."""
         return consumed_fingerprint(slot, reference, chunk)

@@ -31,7 +31,9 @@ from notarius_dagster.engine.models import Chunk, SourceUnit
 INITIATIVE = re.compile(r"\broll(?:ing)?\s+(?:for\s+|your\s+)?initiative\b", re.IGNORECASE)
 BREAK_ANNOUNCED = re.compile(
     r"\b(?:we'?ll be right back|be right back|take (?:a|our) (?:quick |short |little )?break"
-    r"|(?:go|head) (?:to|into) (?:a |our )?break|break time)\b", re.IGNORECASE)
+    r"|(?:go|head) (?:to|into) (?:a |our )?break|break time)\b",
+    re.IGNORECASE,
+)
 WELCOME_BACK = re.compile(r"\bwelcome back\b", re.IGNORECASE)
 SCENE_CHANGE = re.compile(
     r"\b(?:meanwhile|the (?:next|following) (?:morning|day|evening|night)"
@@ -39,7 +41,8 @@ SCENE_CHANGE = re.compile(
     r"|(?:a few|some|several|many|two|three) (?:minutes|hours|days|weeks) later"
     r"|(?:hours|days|weeks) later|as you (?:arrive|enter|approach|make your way)"
     r"|you (?:arrive|make your way|head (?:back|out|towards?)) |cut to|fast[- ]forward)",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 CUE_WINDOW = 240  # scene-change narration opens an utterance; look at its start only
 
 
@@ -81,8 +84,9 @@ def _gap(previous: SourceUnit, unit: SourceUnit) -> float | None:
     return None if before is None or after is None else after - before
 
 
-def scene_cue(units: Sequence[SourceUnit], i: int, dms: set[str],
-              options: ScenesChunkOptions) -> str | None:
+def scene_cue(
+    units: Sequence[SourceUnit], i: int, dms: set[str], options: ScenesChunkOptions
+) -> str | None:
     """Why a new scene would start at unit `i` (None: no cue). Checked in order of strength."""
     unit, previous = units[i], units[i - 1]
     if INITIATIVE.search(unit.text):
@@ -115,8 +119,15 @@ class ScenesChunker:
 
         def flush() -> None:
             index = len(chunks)
-            chunks.append(make_chunk(doc, index, current, chunk_id=f"scene-{index:04d}",
-                                     metadata={"opened_by": opened_by}))
+            chunks.append(
+                make_chunk(
+                    doc,
+                    index,
+                    current,
+                    chunk_id=f"scene-{index:04d}",
+                    metadata={"opened_by": opened_by},
+                )
+            )
 
         for i, unit in enumerate(units):
             line = len(render_unit(unit)) + 1
@@ -124,8 +135,9 @@ class ScenesChunker:
             if current and cue is not None and len(current) >= self.options.min_units:
                 flush()
                 current, size, opened_by = [], 0, cue
-            elif current and (len(current) >= self.options.max_units
-                              or size + line > self.options.max_chars):
+            elif current and (
+                len(current) >= self.options.max_units or size + line > self.options.max_chars
+            ):
                 flush()
                 current, size, opened_by = [], 0, "size"
             current.append(unit)

@@ -130,14 +130,20 @@ class Extractor(Protocol):
       stored extraction.
     - `manifest_metadata()` (asked after extraction, so it may report what it saw): content-
       safe facts for the lane's entry in the manifest (hashes, counts; never prompt text).
+    - `reference_fingerprint(slot, reference, chunk)`: what of a bound reference the chunk's
+      extraction consumes, mixed into its checkpoint fingerprint.
 
-    Subclass `BaseExtractor` for the defaults (both `{}`)."""
+    Subclass `BaseExtractor` for the defaults (`{}`, `{}`, the reference's whole digest)."""
 
     def extract(self, request: ExtractRequest) -> ModuleOutput: ...
 
     def fingerprint_material(self) -> Mapping[str, Any]: ...
 
     def manifest_metadata(self) -> Mapping[str, Any]: ...
+
+    def reference_fingerprint(
+        self, slot: str, reference: PreparedReference, chunk: Chunk
+    ) -> str: ...
 
 
 class BaseExtractor:
@@ -150,9 +156,7 @@ class BaseExtractor:
     def manifest_metadata(self) -> Mapping[str, Any]:
         return {}
 
-    def reference_fingerprint(
-        self, slot: str, reference: PreparedReference, chunk: Chunk
-    ) -> str:
+    def reference_fingerprint(self, slot: str, reference: PreparedReference, chunk: Chunk) -> str:
         """What of `reference` (bound to `slot`) the extraction of `chunk` consumes, as a
         string mixed into the chunk's checkpoint fingerprint. Default: the whole digest (any
         change asks every chunk again). An extractor that reads only part of a reference

@@ -306,8 +306,7 @@ def _extract_all(
             results.append(item)
             if is_progress_milestone(done, len(chunks)):
                 run.report(
-                    f"{run.lane.id}: chunk {done}/{len(chunks)} {item.chunk.chunk_id} "
-                    f"{item.status}"
+                    f"{run.lane.id}: chunk {done}/{len(chunks)} {item.chunk.chunk_id} {item.status}"
                 )
     finally:
         pool.shutdown(wait=not timed_out, cancel_futures=True)
@@ -519,10 +518,9 @@ class _ChunkExtraction:
         return dataclasses.replace(item, attempted=attempted, dropped=dropped)
 
     def reference_fingerprint(self, slot: str, ref: PreparedReference, chunk: Chunk) -> str:
-        """What the extractor says it consumes of `ref` (`BaseExtractor.reference_fingerprint`),
-        or the whole digest for an extractor without the hook."""
-        hook = getattr(self.extractor, "reference_fingerprint", None)
-        return str(hook(slot, ref, chunk)) if callable(hook) else ref.digest
+        """What the extractor says it consumes of `ref` (`Extractor.reference_fingerprint`;
+        `BaseExtractor`'s default is the whole digest)."""
+        return str(self.extractor.reference_fingerprint(slot, ref, chunk))
 
     def _stored_rejection(self, fingerprint: str) -> Rejection | None:
         """A rejection stored under this fingerprint: the same inputs were rejected before,

@@ -344,9 +344,7 @@ def resolve_pipeline(
 def pipeline_digest(resolved: ResolvedPipeline) -> str:
     """Digest of the resolved pipeline without the digest field (absolute paths excluded), and
     without the limits and budget: they decide whether a run may start, never what it makes."""
-    return digest_of(
-        resolved.model_dump(mode="json", exclude={"digest", "limits", "budget"})
-    )
+    return digest_of(resolved.model_dump(mode="json", exclude={"digest", "limits", "budget"}))
 
 
 def lane_kinds_all(profile: ProfileFile, catalog: ModuleCatalog) -> dict[str, str | None]:

@@ -59,8 +59,11 @@ class LLMProfile(Frozen):
         token limits), for checkpoint keys. Concurrency, timeouts, retries and the profile's
         name are left out: tuning them must not invalidate stored extractions. No field is a
         secret (a key lives only in the environment and is read per call)."""
-        return digest_of(self.model_dump(
-            mode="json", include={"model", "temperature", "max_tokens", "context_tokens"}))
+        return digest_of(
+            self.model_dump(
+                mode="json", include={"model", "temperature", "max_tokens", "context_tokens"}
+            )
+        )
 
     def resolve_api_key(self) -> str | None:
         """The key to send, read from the environment at the time of the call.

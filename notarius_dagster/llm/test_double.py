@@ -192,8 +192,7 @@ def responder_from_spec(spec: str) -> Responder:
     """The callable named by "package.module:function" (the function part may be dotted)."""
     module_name, sep, attribute = spec.strip().partition(":")
     if not sep or not module_name or not attribute:
-        raise ValueError(f"{RESPONDER_ENV} must look like 'package.module:function', "
-                         f"got {spec!r}")
+        raise ValueError(f"{RESPONDER_ENV} must look like 'package.module:function', got {spec!r}")
     target: Any = import_module(module_name)
     for part in attribute.split("."):
         target = getattr(target, part)

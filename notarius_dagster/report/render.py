@@ -129,8 +129,13 @@ def _header(inputs: ReportInputs, campaign: CampaignLink | None = None) -> str:
         ("Evidence context", evidence),
     ]
     if campaign is not None:
-        facts.append(("Campaign", f'<a href="{campaign.href()}">'
-                      f"{text(campaign.title or campaign.campaign)}</a> (codex)"))
+        facts.append(
+            (
+                "Campaign",
+                f'<a href="{campaign.href()}">'
+                f"{text(campaign.title or campaign.campaign)}</a> (codex)",
+            )
+        )
     status_class = _STATUS_CLASS.get(inputs.validation_status, "other")
     lanes = "".join(
         f"<tr><td>{text(lane.lane_id)}</td><td>{text(lane.kind)}</td><td>{text(lane.status)}"

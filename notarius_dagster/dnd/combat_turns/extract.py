@@ -48,9 +48,7 @@ class SceneGatedCombatExtractor:
         runner mixes what `reference_fingerprint` says of it into each chunk's fingerprint."""
         return {**self.inner.fingerprint_material(), "gate": GATE_POLICY}
 
-    def reference_fingerprint(
-        self, slot: str, reference: PreparedReference, chunk: Chunk
-    ) -> str:
+    def reference_fingerprint(self, slot: str, reference: PreparedReference, chunk: Chunk) -> str:
         """The gate reads only the chunk's own scene record (id, source id, range, kind), so
         only that goes into the chunk's fingerprint; the `npcs` artifact as grounding uses it
         (the inner extractor's answer)."""

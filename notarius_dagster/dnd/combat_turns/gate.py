@@ -35,10 +35,13 @@ class GateDecision:
         missing = self.reason == NO_RECORD
         chunk_id = chunk.chunk_id[:_MAX_ID_CHARS]
         return RunWarning(
-            stage="extract", lane=lane_id, chunk_id=chunk_id,
+            stage="extract",
+            lane=lane_id,
+            chunk_id=chunk_id,
             code="scene_coverage_missing" if missing else "scene_coverage_mismatch",
             message=f"chunk {chunk_id!r}: no exact scene classification ({self.reason}); "
-                    "combat extraction skipped with an empty result")
+            "combat extraction skipped with an empty result",
+        )
 
 
 def decide(scenes: Sequence[Mapping[str, Any]], chunk: Chunk) -> GateDecision:
@@ -51,7 +54,9 @@ def decide(scenes: Sequence[Mapping[str, Any]], chunk: Chunk) -> GateDecision:
     scene = same_id[0]
     if scene.get("source_id") != chunk.source_id:
         return GateDecision("uncovered", SOURCE_MISMATCH)
-    if (scene.get("start_unit_id"), scene.get("end_unit_id")) != (chunk.start_unit_id,
-                                                                  chunk.end_unit_id):
+    if (scene.get("start_unit_id"), scene.get("end_unit_id")) != (
+        chunk.start_unit_id,
+        chunk.end_unit_id,
+    ):
         return GateDecision("uncovered", RANGE_MISMATCH)
     return GateDecision("combat" if scene.get("kind") == "combat" else "not_combat")

@@ -32,7 +32,9 @@ def party_filtered_payload(
     if roster is None:
         return payload, warnings
     kept, dropped = drop_party(
-        payload[lane.items_field], roster, lane=request.context.lane_id,
+        payload[lane.items_field],
+        roster,
+        lane=request.context.lane_id,
         chunk_id=request.chunk.chunk_id,
     )
     return lane.envelope(request.chunk.source_id, kept), [*warnings, *dropped]

@@ -34,6 +34,9 @@ class SceneDescription(BaseModel):
     def _evidence_is_the_range(self) -> SceneDescription:
         ref = self.source_ref
         if (ref.source_id, ref.start_unit_id, ref.end_unit_id) != (
-                self.source_id, self.start_unit_id, self.end_unit_id):
+            self.source_id,
+            self.start_unit_id,
+            self.end_unit_id,
+        ):
             raise ValueError("source_ref must equal the scene's own range")
         return self

@@ -16,15 +16,21 @@ from notarius_dagster.engine.lanes import LaneSpec, NoOptionsModule
 from notarius_dagster.engine.models import RunWarning
 
 
-def scene_payload(lane: LaneSpec, answer: dict[str, Any], request: ExtractRequest
-                  ) -> tuple[dict[str, Any], list[RunWarning]]:
+def scene_payload(
+    lane: LaneSpec, answer: dict[str, Any], request: ExtractRequest
+) -> tuple[dict[str, Any], list[RunWarning]]:
     """One record for the chunk: identity and range from the chunk, prose from the model."""
     chunk = request.chunk
-    record = {"scene_id": chunk.chunk_id, "source_id": chunk.source_id,
-              "start_unit_id": chunk.start_unit_id, "end_unit_id": chunk.end_unit_id,
-              "kind": answer["kind"], "title": answer["title"].strip() or chunk.chunk_id,
-              "summary": answer["summary"].strip(),
-              "source_ref": chunk.source_ref().model_dump()}
+    record = {
+        "scene_id": chunk.chunk_id,
+        "source_id": chunk.source_id,
+        "start_unit_id": chunk.start_unit_id,
+        "end_unit_id": chunk.end_unit_id,
+        "kind": answer["kind"],
+        "title": answer["title"].strip() or chunk.chunk_id,
+        "summary": answer["summary"].strip(),
+        "source_ref": chunk.source_ref().model_dump(),
+    }
     return lane.envelope(chunk.source_id, [record]), []
 
 

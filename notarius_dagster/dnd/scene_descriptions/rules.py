@@ -44,8 +44,9 @@ def chunk_identity_problems(record: dict[str, Any], chunk: Chunk, where: str) ->
     return problems
 
 
-def one_scene_for_the_chunk(lane: LaneSpec, ctx: ValidationContext,
-                            output: ModuleOutput) -> list[str]:
+def one_scene_for_the_chunk(
+    lane: LaneSpec, ctx: ValidationContext, output: ModuleOutput
+) -> list[str]:
     """Extract: exactly one record, and it is this chunk's scene."""
     records = _records(output)
     if ctx.chunk is None:
@@ -55,8 +56,9 @@ def one_scene_for_the_chunk(lane: LaneSpec, ctx: ValidationContext,
     return chunk_identity_problems(records[0], ctx.chunk, f"{ITEMS}[0]")
 
 
-def one_scene_per_accepted_chunk(lane: LaneSpec, ctx: ValidationContext,
-                                 output: ModuleOutput) -> list[str]:
+def one_scene_per_accepted_chunk(
+    lane: LaneSpec, ctx: ValidationContext, output: ModuleOutput
+) -> list[str]:
     """Merge: the merged scenes are exactly the accepted extracts' scenes (none added, none
     dropped, none altered) and their ids are unique."""
     merged = _records(output)
@@ -72,8 +74,10 @@ def scenes_consistent(lane: LaneSpec, ctx: ValidationContext, output: ModuleOutp
     record's evidence equal to its range."""
     records = _records(output)
     problems = _unique_ids(records)
-    if ctx.merged is not None and (sorted(str(r.get("scene_id")) for r in records)
-                                   != sorted(str(r.get("scene_id")) for r in _records(ctx.merged))):
+    if ctx.merged is not None and (
+        sorted(str(r.get("scene_id")) for r in records)
+        != sorted(str(r.get("scene_id")) for r in _records(ctx.merged))
+    ):
         problems.append(f"{ITEMS}: normalized scene ids differ from the merged ones")
     for i, record in enumerate(records):
         problems.extend(_range_problems(record, ctx.document, f"{ITEMS}[{i}]"))

@@ -159,9 +159,7 @@ class JsonlAdapter:
                 f"key 'unit_id' must be an integer, got {_json_type(unit_id)}",
             )
         if not UNIT_ID_MIN <= unit_id <= UNIT_ID_MAX:
-            raise line_error(
-                file_name, line_no, "key 'unit_id' must fit a signed 64-bit integer"
-            )
+            raise line_error(file_name, line_no, "key 'unit_id' must fit a signed 64-bit integer")
         metadata: dict[str, Any] = {}
         if "speaker" in obj:
             speaker = obj["speaker"]
