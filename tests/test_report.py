@@ -685,8 +685,10 @@ class SampleBundle:
 
 
 def build_sample_bundle(root: Path) -> SampleBundle:
-    """Run the asset job on the sample with the complete profile, the evidence context on for
-    every lane and the lane test double; the job's `session_report` writes the report."""
+    """Run the asset job on the sample with the complete profile and the sample's party roster
+    (so speaker labels name characters and the support check accepts the lines they speak),
+    the evidence context on for every lane and the lane test double; the job's
+    `session_report` writes the report."""
     import yaml
 
     from notarius_dagster.engine.transcripts import register_transcript
@@ -694,7 +696,9 @@ def build_sample_bundle(root: Path) -> SampleBundle:
     from notarius_dagster.runner import run_session
     from tests.lane_doubles import complete_responder
 
-    data = yaml.safe_load((REPO / "configs" / "dnd-complete.yaml").read_text())
+    data = yaml.safe_load((REPO / "configs" / "dnd-complete-sample.yaml").read_text())
+    roster = REPO / "configs" / "rosters" / "sample.yaml"
+    data["pipeline"]["references"]["roster"] = {"path": str(roster)}  # absolute: profile in tmp
     lanes = sorted(lane["id"] for lane in data["pipeline"]["lanes"])
     data["pipeline"]["output"] = {
         "module": "json",
