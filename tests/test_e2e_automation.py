@@ -213,8 +213,11 @@ def test_a_prompt_edit_re_materializes_only_that_lane_and_its_dependants(
         changed.append("evidence_context")
     for name in changed:
         assert len(after[name]) == 2, f"{name}: {after[name]}"
-    [rerun] = {after["npcs"][1]}
-    assert all(after[name][1] == rerun for name in changed), "one run re-materialized them"
+    # Usually one run does all of it; a tick that lands while the location reloads can split
+    # it over two. What a user depends on is which (asset, session) pairs re-ran, that runs
+    # launched after the edit did it, and what it cost (below), not how many runs it took.
+    reruns = {after[name][1] for name in changed}
+    assert not reruns & first_runs, "runs launched after the edit re-materialized them"
     assert set(after) - set(changed) - set(UNCHANGED) <= {"transcript"}
 
     lanes = manifest_lanes(servers)
@@ -226,7 +229,7 @@ def test_a_prompt_edit_re_materializes_only_that_lane_and_its_dependants(
     assert lanes["scene-descriptions"] == before["scene-descriptions"]
 
     runs = servers.runs_of(SESSION)
-    assert {r["runId"] for r in runs} - first_runs == {rerun}
+    assert {r["runId"] for r in runs} - first_runs == reruns
     for run in runs:
         tags = run["tags"]
         assert tags["notarius/session"] == SESSION
