@@ -20,7 +20,6 @@ import contextlib
 import fcntl
 import json
 import os
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -35,6 +34,7 @@ from notarius_dagster.dnd.roster import Roster
 from notarius_dagster.engine.artifact_kinds import get_kind
 from notarius_dagster.engine.digest import digest_of
 from notarius_dagster.engine.errors import NotariusError
+from notarius_dagster.engine.files import write_atomically
 
 CAMPAIGNS_DIR = ".campaigns"
 INDEX_FILE = "index.json"
@@ -127,22 +127,9 @@ def codex_text(codex: Codex) -> str:
 
 
 def _write_atomic(target: Path, data: str) -> None:
-    tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with open(tmp, "wb") as fh:
-            fh.write(data.encode("utf-8"))
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-        fd = os.open(target.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        write_atomically(target, data.encode("utf-8"), durable=True)
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
         raise CodexError(f"{target.name} could not be written ({type(exc).__name__})") from None
 
 

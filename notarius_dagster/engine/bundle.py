@@ -25,6 +25,7 @@ from typing import Any
 
 from notarius_dagster.engine.errors import OutputError
 from notarius_dagster.engine.failure_causes import cause_of
+from notarius_dagster.engine.files import fsync_dir
 
 JSON_MEDIA_TYPE = "application/json"
 VERSIONS_DIR = ".versions"
@@ -107,14 +108,6 @@ def lane_files(lanes: Sequence[tuple[str, Any]]) -> list[LogicalFile]:
     return out
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 LOCKS_DIR = ".locks"
 RETAIN_REPLACED_S = 60.0
 """A version replaced less than this many seconds ago is kept, whatever else: a reader that
@@ -170,7 +163,7 @@ def _publish_locked(root: Path, session_id: str, encoded: dict[str, bytes]) -> P
         for rel, data in encoded.items():
             _write_file(staging / rel, data, rel)
         os.replace(staging, version)
-        _fsync_dir(versions)
+        fsync_dir(versions)
         if link.exists() and not link.is_symlink():
             raise OutputError(
                 f"bundle location for session {session_id!r} is not managed by "
@@ -179,7 +172,7 @@ def _publish_locked(root: Path, session_id: str, encoded: dict[str, bytes]) -> P
         tmp_link = root / f".link-{session_id}-{uuid.uuid4().hex}"
         os.symlink(os.path.relpath(version, root), tmp_link)
         os.replace(tmp_link, link)
-        _fsync_dir(root)
+        fsync_dir(root)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         if version.exists() and os.path.realpath(root / session_id) != str(version.resolve()):

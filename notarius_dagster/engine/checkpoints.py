@@ -9,14 +9,13 @@ ask again (`notarius run --retry-rejected`, or the lane's `retry_rejected` run c
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from notarius_dagster.engine.contracts import ModuleOutput
 from notarius_dagster.engine.digest import digest_of
+from notarius_dagster.engine.files import write_atomically
 from notarius_dagster.engine.models import Rejection
 
 
@@ -81,14 +80,6 @@ class RetryRejections:
             self.inner.put_rejection(fingerprint, rejection)
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
-    os.replace(tmp, path)
-
-
 class FileCheckpointStore:
     """One JSON file per fingerprint, written atomically (safe across concurrent runs)."""
 
@@ -109,7 +100,7 @@ class FileCheckpointStore:
             return None  # a damaged checkpoint is a miss, never a result
 
     def put(self, fingerprint: str, output: ModuleOutput) -> None:
-        _write_atomically(self._path(fingerprint), output.model_dump_json().encode())
+        write_atomically(self._path(fingerprint), output.model_dump_json().encode())
         self._rejection_path(fingerprint).unlink(missing_ok=True)
 
     def _rejection_path(self, fingerprint: str) -> Path:
@@ -125,4 +116,4 @@ class FileCheckpointStore:
             return None
 
     def put_rejection(self, fingerprint: str, rejection: Rejection) -> None:
-        _write_atomically(self._rejection_path(fingerprint), rejection.model_dump_json().encode())
+        write_atomically(self._rejection_path(fingerprint), rejection.model_dump_json().encode())

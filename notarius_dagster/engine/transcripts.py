@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 from notarius_dagster.engine.errors import InputError, SessionIdError
+from notarius_dagster.engine.files import write_atomically
 from notarius_dagster.engine.inputs import EXTENSION_FORMATS
 from notarius_dagster.engine.session_ids import validate_session_id
 
@@ -88,15 +89,8 @@ def register_transcript(
     for other in EXTENSION_FORMATS:
         if other != ext:
             (store / f"{session_id}{other}").unlink(missing_ok=True)
-    _write_atomically(store / f"{session_id}{NAME_SUFFIX}", shown + "\n")
+    write_atomically(store / f"{session_id}{NAME_SUFFIX}", (shown + "\n").encode("utf-8"))
     return target
-
-
-def _write_atomically(target: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.replace(tmp, target)
 
 
 def remove_transcript(store: Path, session_id: str) -> None:

@@ -9,12 +9,10 @@ the new one, never half a page."""
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
-import uuid
 from pathlib import Path
 
+from notarius_dagster.engine.files import write_atomically
 from notarius_dagster.engine.session_ids import validate_session_id
 from notarius_dagster.report.errors import ReportError
 
@@ -35,22 +33,9 @@ def report_url(base_url: str, session_id: str) -> str:
 def write_report(bundles_root: Path, session_id: str, page: str) -> Path:
     """Publish `page` as the session's report, atomically; returns its path."""
     target = report_path(bundles_root, session_id)
-    tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with open(tmp, "wb") as fh:
-            fh.write(page.encode("utf-8"))
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-        fd = os.open(target.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        write_atomically(target, page.encode("utf-8"), durable=True)
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
         raise ReportError(
             f"report of session {session_id!r} could not be written ({type(exc).__name__})"
         ) from None
