@@ -210,6 +210,8 @@ def lane_checkpoints(store: BundleStore, retry_rejected: bool) -> CheckpointStor
     return checkpoints
 
 
+LANE_STEP_PRIORITY = 1
+"""`dagster/priority` of lane steps; everything else keeps Dagster's default 0."""
 LANE_STEP_RETRIES = 2
 """Step retries of a lane after a transient provider error outlasted the client's retries."""
 STEP_RETRY_WAIT_S = 10
@@ -379,6 +381,9 @@ def build_lane_asset(plan: RunPipeline, lane: ResolvedLane) -> AssetsDefinition:
         ins=ins,
         code_version=lane_code_version(lane),
         pool="llm",
+        # Ready lanes start before ready asset checks: a check step must not hold one of the
+        # run's step slots while a lane that waits on the model could be running.
+        op_tags={"dagster/priority": str(LANE_STEP_PRIORITY)},
         kinds={"python", "json"},
         tags={"notarius/lane": lane.id},
         automation_condition=session_condition(),

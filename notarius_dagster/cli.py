@@ -8,6 +8,7 @@ import json
 import os
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +25,14 @@ from notarius_dagster.cli_eval import add_eval_parser
 from notarius_dagster.cli_report import add_report_parser
 from notarius_dagster.store import store_paths
 
+SESSIONS_AT_ONCE = 4
+"""Default of `notarius run --jobs`: sessions in flight at once when several are given."""
+
 
 def cmd_run(args: argparse.Namespace) -> int:
-    """One or more transcripts, one after another in this process (start-up paid once)."""
+    """One or more transcripts, start-up paid once: one session runs here, its independent
+    lanes as step processes; several run `--jobs` at a time in worker processes, each session
+    in process (docs/operations.md, "Concurrency")."""
     paths = [Path(p) for p in args.path]
     if args.session_id and len(paths) > 1:
         print("error: --session-id names one session; give one transcript", file=sys.stderr)
@@ -35,19 +41,93 @@ def cmd_run(args: argparse.Namespace) -> int:
         if not path.is_file():
             print(f"error: transcript {path.name!r} not found", file=sys.stderr)
             return EXIT_USAGE
-    # One session: its steps as forks of a preloaded forkserver, so independent lanes overlap.
-    # Several: each in this process, one after another, without step processes (a small
-    # session's steps cost more as processes than its lanes gain by overlapping).
-    # NOTARIUS_EXECUTOR=in_process|multiprocess chooses explicitly (docs/operations.md).
+    jobs = min(args.jobs or SESSIONS_AT_ONCE, len(paths))
+    if jobs > 1:
+        duplicate = _duplicate_session(paths)
+        if duplicate is not None:
+            print(f"error: {duplicate}", file=sys.stderr)
+            return EXIT_USAGE
+        return _run_in_workers(args, paths, jobs)
+    # One session at a time, here: its steps as forks of a preloaded forkserver, so
+    # independent lanes overlap; NOTARIUS_EXECUTOR=in_process runs them one after another.
     default = "multiprocess" if len(paths) == 1 else "in_process"
     parallel = os.environ.get("NOTARIUS_EXECUTOR", default) != "in_process"
-    status = EXIT_OK
+    if parallel:
+        _start_step_processes(args)
+    return max(_run_one(args, path, parallel=parallel) for path in paths)
+
+
+def _run_in_workers(args: argparse.Namespace, paths: list[Path], jobs: int) -> int:
+    """Several sessions, `jobs` at a time: each worker is a fork of the preloaded forkserver
+    (Dagster, the code location and litellm imported once, not once per session) and runs its
+    sessions in process, one after another. Processes, not threads: Dagster's event logging
+    is not safe for runs executing side by side in one process (two runs in threads deadlocked
+    on the logging lock). Model calls stay bounded by the `llm` pool and each lane's
+    max_concurrency."""
+    import multiprocessing
+
+    _start_step_processes(args)
+    instance = open_instance()  # created once here: workers creating it at once would race
+    if instance is None:
+        return EXIT_FAILED
+    instance.dispose()
+    context = multiprocessing.get_context("forkserver")
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+        statuses = list(pool.map(_run_one_quietly, [args] * len(paths), paths))
+    return max(statuses)
+
+
+def _run_one_quietly(args: argparse.Namespace, path: Path) -> int:
+    """A worker's session: in process, without step-by-step progress lines (several sessions'
+    would interleave)."""
+    return _run_one(args, path, parallel=False, progress_level="ERROR")
+
+
+def _duplicate_session(paths: list[Path]) -> str | None:
+    """Two transcripts of one command that name the same session would race for it; said
+    before anything runs (their file names, not their paths)."""
+    from notarius_dagster.engine.errors import SessionIdError
+    from notarius_dagster.engine.session_ids import session_id_from_filename
+
+    seen: dict[str, str] = {}
     for path in paths:
-        status = max(status, _run_one(args, path, parallel=parallel))
-    return status
+        try:
+            session_id = session_id_from_filename(path.name)
+        except SessionIdError:
+            continue  # reported by that transcript's own run
+        if session_id in seen:
+            return (
+                f"transcripts {seen[session_id]!r} and {path.name!r} both name session "
+                f"{session_id!r}; run them separately or rename one"
+            )
+        seen[session_id] = path.name
+    return None
 
 
-def _run_one(args: argparse.Namespace, path: Path, *, parallel: bool) -> int:
+def _start_step_processes(args: argparse.Namespace) -> None:
+    """Start the forkserver the run's step processes fork from before this process imports
+    Dagster, so the two start-ups overlap (notarius_dagster/step_processes.py); the run finds
+    it running."""
+    from notarius_dagster.step_processes import start_forkserver
+
+    store = store_paths(data=args.data, bundles=args.out)
+    start_forkserver(
+        {
+            "profile": str(Path(args.config).resolve()),
+            "data_root": str(store.root),
+            "bundles_root": str(store.bundles),
+            "llm_profile": args.llm_profile,
+            "lanes": args.lanes.split(",") if args.lanes else None,
+        }
+    )
+
+
+def _run_one(
+    args: argparse.Namespace, path: Path, *, parallel: bool, progress_level: str = "INFO"
+) -> int:
+    """One session: register its transcript, run what is not up to date, print its summary.
+    Several sessions at once show errors only (`progress_level` ERROR): their step-by-step
+    progress lines would interleave."""
     from notarius_dagster.engine.errors import NotariusError, SessionIdError
     from notarius_dagster.engine.redaction import redact_secrets
     from notarius_dagster.engine.resolution import RuntimeBinding
@@ -91,6 +171,7 @@ def _run_one(args: argparse.Namespace, path: Path, *, parallel: bool) -> int:
             only_stale=True,
             parallel=parallel,
             retry_rejected=args.retry_rejected,
+            progress_level=progress_level,
         )
     except NotariusError as exc:
         print(f"error: {redact_secrets(str(exc))}", file=sys.stderr)
@@ -288,8 +369,8 @@ def add_run_command(sub: Any) -> None:
         "run",
         help="materialize transcripts through the session asset job",
         description="Register each transcript as a session and materialize what is not up "
-        "to date, one session after another in this process; prints a summary of each "
-        "published bundle.",
+        "to date, in this process (several sessions --jobs at a time); prints a summary of "
+        "each published bundle.",
     )
     run.add_argument("path", nargs="+", help="transcripts (.jsonl, .vtt, .srt, .txt)")
     run.add_argument("--config", required=True, help="pipeline profile (configs/*.yaml)")
@@ -328,6 +409,13 @@ def add_run_command(sub: Any) -> None:
         action="store_true",
         help="ask the model again for chunks whose extraction was rejected before "
         "(by default a stored rejection is reused)",
+    )
+    run.add_argument(
+        "--jobs",
+        type=_positive_int,
+        metavar="N",
+        help=f"sessions at once when several transcripts are given (default {SESSIONS_AT_ONCE}); "
+        "model calls stay bounded by the llm pool and each lane's max_concurrency",
     )
     run.set_defaults(func=cmd_run)
 

@@ -29,36 +29,15 @@ from notarius_dagster.engine.session_steps import RunPipeline
 from notarius_dagster.modules import load_modules
 from notarius_dagster.progress import progress_logger
 from notarius_dagster.settings import Settings, load_settings
+from notarius_dagster.step_processes import PRELOAD_MODULES
 from resources.bundle_store import BundleStore
 from resources.io_managers import JsonAssetIOManager
 from resources.llm import LLMResource
 
-# Modules a step process needs, imported once by the forkserver so each step is a fork, not an
-# import: Dagster, the code location (assets, resources, every lane module) and the LLM client
-# (litellm alone costs seconds of CPU). The in-process path (tests, `execute_in_process`)
-# never starts the forkserver and never imports these early.
-PRELOAD_MODULES = [
-    "notarius_dagster.definitions",
-    "notarius_dagster.runner",
-    "notarius_dagster.llm.client",
-]
 MAX_CONCURRENT_STEPS = 4
 """Steps in flight in one run: the four lanes that depend only on `npcs` at once. Lane steps
 are also bounded by the `llm` pool across runs (dagster.yaml), and each lane's model calls by
 the LLM profile's max_concurrency (docs/operations.md, "Concurrency")."""
-
-
-def start_forkserver_early() -> None:
-    """Start the forkserver (importing PRELOAD_MODULES) now, in the background, rather than
-    when the executor launches the first step: its imports then overlap with this process's
-    own start-up (building the definitions, opening the instance). The executor finds it
-    running and forks its steps from it."""
-    import multiprocessing
-    from multiprocessing import forkserver
-
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["dagster._core.executor.multiprocess", *PRELOAD_MODULES])
-    forkserver.ensure_running()
 
 
 session_executor = multiprocess_executor.configured(

@@ -56,9 +56,14 @@ def totals_line(manifest: Manifest, wall: float) -> str:
 
 
 def print_summary(bundle_dir: Path, wall: float, console: Console | None = None) -> None:
-    """Print the summary of the bundle published at `bundle_dir` to stdout (or `console`)."""
+    """Print the summary of the bundle published at `bundle_dir` to stdout (or `console`), in
+    one write, so the summaries of sessions finishing at once in worker processes do not
+    interleave."""
     manifest = read_manifest(bundle_dir)
     console = console or Console(stderr=False, width=120)
-    console.print(f"[bold]bundle[/bold] {bundle_dir}")
-    console.print(lane_table(manifest))
-    console.print(totals_line(manifest, wall))
+    with console.capture() as captured:
+        console.print(f"[bold]bundle[/bold] {bundle_dir}")
+        console.print(lane_table(manifest))
+        console.print(totals_line(manifest, wall))
+    console.file.write(captured.get())
+    console.file.flush()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import re
 from collections.abc import Sequence
@@ -88,26 +89,50 @@ def build_run_definitions(
     return build_definitions(settings, lanes=lanes)
 
 
+_JOBS: dict[str, tuple[str, JobDefinition]] = {}
+"""Session jobs built in this process, by their arguments, with the digest of the pipeline each
+was built from. A step process is a fork of a forkserver that built its run's job
+(notarius_dagster/step_processes.py), so it finds it here instead of building it twice."""
+
+
 def session_job(
     profile: str,
     data_root: str,
     bundles_root: str,
     llm_profile: str | None,
     lanes: list[str] | None,
+    pipeline_digest: str | None = None,
 ) -> JobDefinition:
     """The session job rebuilt from plain arguments: what each step process of a parallel run
-    calls (through `build_reconstructable_job`) to load the same code location."""
+    calls (through `build_reconstructable_job`) to load the same code location. A job built
+    earlier from the same arguments is reused when it was built from the pipeline the run
+    resolved (`pipeline_digest`); a profile edited since is built afresh."""
     from notarius_dagster.definitions import definitions_for, run_pipeline
 
+    key = json.dumps([profile, data_root, bundles_root, llm_profile, lanes])  # as _JOB_KEY
+    held = _JOBS.get(key)
+    if held is not None and pipeline_digest is not None and held[0] == pipeline_digest:
+        return held[1]
     settings = run_settings(
         profile=Path(profile),
         data_root=Path(data_root),
         bundles_root=Path(bundles_root),
         llm_profile=llm_profile,
     )
-    return definitions_for(settings, run_pipeline(settings, lanes=lanes)).resolve_job_def(
-        SESSION_JOB_NAME
-    )
+    plan = run_pipeline(settings, lanes=lanes)
+    job = definitions_for(settings, plan).resolve_job_def(SESSION_JOB_NAME)
+    _JOBS[key] = (plan.pipeline.digest, job)
+    return job
+
+
+def _remember_job(job_arguments: dict[str, Any], job: JobDefinition) -> None:
+    """The job this process already built for a run, kept under the arguments its step
+    processes will ask for, so `execute_job` does not build it again here."""
+    key = json.dumps([job_arguments[k] for k in _JOB_KEY])
+    _JOBS[key] = (job_arguments["pipeline_digest"], job)
+
+
+_JOB_KEY = ("profile", "data_root", "bundles_root", "llm_profile", "lanes")
 
 
 def run_session(
@@ -122,6 +147,7 @@ def run_session(
     lanes: Sequence[str] | None = None,
     instance: DagsterInstance | None = None,
     quiet: bool = False,
+    progress_level: str = "INFO",
     max_calls: int | None = None,
     only_stale: bool = False,
     parallel: bool = False,
@@ -132,13 +158,20 @@ def run_session(
     from assets.factory import runtime_references_config
     from notarius_dagster.definitions import definitions_for, run_pipeline
 
-    if parallel and (instance is None or not instance.is_ephemeral):
-        from notarius_dagster.definitions import start_forkserver_early
-
-        start_forkserver_early()
     settings = run_settings(
         profile=profile, data_root=data_root, bundles_root=bundles_root, llm_profile=llm_profile
     )
+    job_arguments: dict[str, Any] = {
+        "profile": str(settings.profile),
+        "data_root": str(settings.store.root),
+        "bundles_root": str(settings.store.bundles),
+        "llm_profile": llm_profile,
+        "lanes": list(lanes) if lanes else None,
+    }
+    if parallel and (instance is None or not instance.is_ephemeral):
+        from notarius_dagster.step_processes import start_forkserver
+
+        start_forkserver(job_arguments)
     plan = run_pipeline(settings, lanes=lanes)
     overrides = RuntimeOverrides(
         references={b.selector: b.path for b in runtime_references},
@@ -158,8 +191,8 @@ def run_session(
                 retry_rejected=retry_rejected,
             )
         )
-    if not quiet:
-        run_config["loggers"] = {"progress": {"config": {"log_level": "INFO"}}}
+    if not quiet:  # progress lines on the terminal (ERROR: errors only), else Dagster's console
+        run_config["loggers"] = {"progress": {"config": {"log_level": progress_level}}}
     instance = instance or DagsterInstance.get()
     instance.add_dynamic_partitions(sessions_partitions.name or "sessions", [session_id])
     selection: list[AssetKey] | None = None
@@ -179,17 +212,11 @@ def run_session(
         # later runs of this process), not once per lane step.
         with contextlib.suppress(LLMUnavailableError):  # the lanes fail with it, as always
             export_shared_server(LLMProfile.model_validate(plan.pipeline.llm_profile))
+        job_arguments["pipeline_digest"] = plan.pipeline.digest
+        _remember_job(job_arguments, defs.resolve_job_def(SESSION_JOB_NAME))
         result: Any = execute_job(
             build_reconstructable_job(
-                "notarius_dagster.runner",
-                "session_job",
-                reconstructable_kwargs={
-                    "profile": str(settings.profile),
-                    "data_root": str(settings.store.root),
-                    "bundles_root": str(settings.store.bundles),
-                    "llm_profile": llm_profile,
-                    "lanes": list(lanes) if lanes else None,
-                },
+                "notarius_dagster.runner", "session_job", reconstructable_kwargs=job_arguments
             ),
             instance=instance,
             run_config=run_config,

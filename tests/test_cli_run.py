@@ -142,3 +142,37 @@ def test_several_transcripts_run_in_one_process_and_an_unchanged_rerun_is_up_to_
     assert again.returncode == 0, again.stderr
     assert again.stderr.count("up to date (nothing changed; no run)") == 2
     assert ": chunk " not in again.stderr
+
+
+def test_several_sessions_at_once_one_failing_leaves_the_others_published(
+    tmp_path: Path,
+) -> None:
+    broken = tmp_path / "Broken.jsonl"
+    broken.write_text('{"speaker": "DM", "text": 7}\n')
+    other = tmp_path / "Second Slice.jsonl"
+    other.write_text(SAMPLE.read_text(encoding="utf-8"), encoding="utf-8")
+    args = run_args(tmp_path, SAMPLE, "--jobs", "3")
+    args[2:2] = [str(broken), str(other)]  # run A broken B --config ...
+    done = notarius(tmp_path, *args)
+    assert done.returncode == 1
+    assert "Broken.jsonl line 1" in done.stderr and "Traceback" not in done.stderr
+    assert done.stdout.count("validation: approved") == 2
+    for session in ("crd3-c2e001-slice", "second-slice"):
+        assert (tmp_path / "bundles" / session / "index.json").is_file()
+    assert not (tmp_path / "bundles" / "broken").exists()
+    assert ": chunk " not in done.stderr  # several at once: no interleaved progress lines
+
+
+def test_two_transcripts_of_one_command_naming_one_session_are_refused_first(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "a").mkdir()
+    twin = tmp_path / "a" / SAMPLE.name
+    twin.write_text(SAMPLE.read_text(encoding="utf-8"), encoding="utf-8")
+    args = run_args(tmp_path, SAMPLE)
+    args.insert(2, str(twin))
+    done = notarius(tmp_path, *args)
+    assert done.returncode == 2
+    assert "both name session 'crd3-c2e001-slice'" in done.stderr
+    assert str(tmp_path) not in done.stderr  # file names, not paths
+    assert not (tmp_path / "data" / "transcripts").exists()  # nothing registered

@@ -1,0 +1,65 @@
+"""What a step process of a parallel run costs, paid once: the forkserver the multiprocess
+executor forks every step from, and what it holds before the first fork.
+
+A step process is a fork of the forkserver, so whatever the forkserver imported or built is
+there for free, and whatever it did not is paid again by every step (16 of them in a six-lane
+run). Measured per step before this module (cProfile inside each child): the instance's storage
+modules (SQLAlchemy, alembic, Dagster's SQL storages) were imported afresh, and the session job
+was rebuilt twice (the execution plan and the step each reconstruct it). So the forkserver
+imports PRELOAD_MODULES, which include these, and `notarius run` tells it (NOTARIUS_STEP_JOB,
+the job's plain arguments) which job to build before it serves its first fork.
+
+`notarius_dagster/forkserver_job.py` does that build; it is the last entry of PRELOAD_MODULES,
+so everything it needs is already imported. A run the UI or the daemon launches gets the same
+preloaded forkserver from the executor, without a job announced; the in-process path (tests,
+`execute_in_process`) never starts one."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import multiprocessing
+import os
+from collections.abc import Mapping
+from multiprocessing import forkserver
+from typing import Any
+
+STEP_JOB_ENV = "NOTARIUS_STEP_JOB"
+"""The session job's arguments (JSON), set by the run before it starts the forkserver."""
+
+# The instance's storage: the embedded SQLite one, and PostgreSQL when dagster-postgres is
+# installed (a deployment's instance may use it; an unused import costs the forkserver only).
+_STORAGE_MODULES = [
+    "dagster._core.storage.sqlite_storage",
+    "dagster._core.storage.event_log.sqlite.sqlite_event_log",
+    "dagster._core.storage.runs.sqlite.sqlite_run_storage",
+    "dagster._core.storage.schedules.sqlite.sqlite_schedule_storage",
+    *(["dagster_postgres"] if importlib.util.find_spec("dagster_postgres") else []),
+]
+
+PRELOAD_MODULES = [
+    "notarius_dagster.definitions",
+    "notarius_dagster.runner",
+    # The LLM client (litellm alone costs seconds of CPU), so no lane step imports it.
+    "notarius_dagster.llm.client",
+    *_STORAGE_MODULES,
+    "notarius_dagster.forkserver_job",  # last: builds the job NOTARIUS_STEP_JOB names
+]
+"""Modules a step process needs, imported once by the forkserver so each step is a fork, not
+an import."""
+
+
+def start_forkserver(job_arguments: Mapping[str, Any] | None = None) -> None:
+    """Start the forkserver now, in the background, rather than when the executor launches the
+    first step, so its imports overlap with this process's own start-up (resolving the profile,
+    opening the instance). With `job_arguments` (what `runner.session_job` takes) it also builds
+    that job before serving. The executor finds it running and forks its steps from it; a
+    forkserver already running (an earlier session of the same command) is kept."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["dagster._core.executor.multiprocess", *PRELOAD_MODULES])
+    if job_arguments is not None:
+        os.environ[STEP_JOB_ENV] = json.dumps(dict(job_arguments), sort_keys=True)
+    try:
+        forkserver.ensure_running()  # the forkserver takes this environment when it starts
+    finally:
+        os.environ.pop(STEP_JOB_ENV, None)  # and no other process of ours inherits it
