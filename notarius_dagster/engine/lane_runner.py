@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -54,7 +54,6 @@ from notarius_dagster.engine.models import (
     Rejection,
     RunWarning,
     SourceDocument,
-    Stage,
 )
 from notarius_dagster.engine.resolution import ResolvedLane, ResolvedStage
 from notarius_dagster.engine.validators import ValidationContext, record_verdicts, run_chain
@@ -639,15 +638,7 @@ def _attempt(
     return _Attempted(
         output=None,
         usage=usage,
-        rejection=Rejection(
-            stage=cast(Stage, stage.stage),
-            lane=lane_id,
-            module=stage.module,
-            chunk_id=chunk_id,
-            validator=verdict[0],
-            message=verdict[1],
-            attempts=attempt,
-        ),
+        rejection=stage.rejection(verdict, attempt, lane_id=lane_id, chunk_id=chunk_id),
     )
 
 
