@@ -33,8 +33,8 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from dagster import DagsterInstance  # noqa: E402
 
-from notarius_dagster.dnd.evaluation_fields import DND_MATCH_FIELDS  # noqa: E402
 from notarius_dagster.engine.evaluation import evaluate  # noqa: E402
+from notarius_dagster.engine.lanes import registered_match_fields  # noqa: E402
 from notarius_dagster.engine.transcripts import register_transcript  # noqa: E402
 from notarius_dagster.runner import run_session  # noqa: E402
 
@@ -98,7 +98,7 @@ def bench_session(session: Session, llm_profile: str, store: Path) -> dict[str, 
         return out
     manifest = json.loads((bundle / "manifest.json").read_text())
     rejected = json.loads((bundle / "rejected.json").read_text())
-    report = evaluate(bundle, GOLD / f"{session.session_id}.json", DND_MATCH_FIELDS)
+    report = evaluate(bundle, GOLD / f"{session.session_id}.json", registered_match_fields())
     scores = {row.lane_id: row for row in report.lanes}
     by_validator: dict[str, Counter[str]] = {}
     for rejection in rejected:

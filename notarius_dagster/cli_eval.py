@@ -81,9 +81,10 @@ def print_report(report: Any) -> None:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from notarius_dagster.dnd.evaluation_fields import DND_MATCH_FIELDS
+    from notarius_dagster.dnd import load_lanes
     from notarius_dagster.engine.errors import NotariusError
     from notarius_dagster.engine.evaluation import evaluate
+    from notarius_dagster.engine.lanes import registered_match_fields
 
     bundle, gold = Path(args.bundle), Path(args.gold)
     if not bundle.is_dir():
@@ -97,7 +98,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print(f"error: gold {gold.name!r} not found", file=sys.stderr)
         return EXIT_USAGE
     try:
-        report = evaluate(bundle, gold, DND_MATCH_FIELDS)
+        load_lanes()  # each lane declares what the evaluation matches its records on
+        report = evaluate(bundle, gold, registered_match_fields())
     except NotariusError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILED

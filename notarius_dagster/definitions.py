@@ -19,7 +19,7 @@ from assets.quality import build_quality_checks
 from assets.report import build_report_asset
 from assets.run_tags import pipeline_tags
 from assets.sensors import build_sensors
-from notarius_dagster.dnd.evaluation_fields import DND_MATCH_FIELDS
+from notarius_dagster.engine.lanes import registered_match_fields
 from notarius_dagster.engine.resolution import (
     ResolvedPipeline,
     RuntimeBinding,
@@ -94,7 +94,10 @@ def definitions_for(settings: Settings, plan: RunPipeline) -> Definitions:
             build_report_asset(pipeline=pipeline, roster_file=pipeline_roster(pipeline)),
             *campaign_assets,
         ],
-        asset_checks=[*build_asset_checks(pipeline), *build_quality_checks(DND_MATCH_FIELDS)],
+        asset_checks=[
+            *build_asset_checks(pipeline),
+            *build_quality_checks(registered_match_fields()),
+        ],
         sensors=[
             *build_sensors(settings.store, pipeline.limits.max_transcript_bytes, run_tags=tags),
             build_automation_sensor(tags),

@@ -91,6 +91,19 @@ def _rules(lane: LaneSpec) -> str:
     return "; ".join(parts) or "—"
 
 
+def _gold_match(lane: LaneSpec) -> str:
+    match = lane.gold_match
+    if match is None:
+        return "—"
+    parts = [f"`{match.name}`"]
+    if match.aliases:
+        parts.append(f"aliases `{match.aliases}`")
+    if match.also:
+        parts.append(f"also {_code(match.also)}")
+    parts.append("many-to-one" if match.many_to_one else "one-to-one")
+    return "; ".join(parts)
+
+
 def lane_table() -> str:
     """The Markdown table of every published lane, by lane id."""
     load_modules()
@@ -100,8 +113,8 @@ def lane_table() -> str:
     )
     rows = [
         "| lane id | kind | schema id | items field | slots | supported fields | "
-        "preview fields | rules |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "preview fields | rules | gold match |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for lane in lanes:
         cells = [
@@ -113,6 +126,7 @@ def lane_table() -> str:
             _code(lane.support_fields),
             _code(lane.preview_fields),
             _rules(lane),
+            _gold_match(lane),
         ]
         rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)

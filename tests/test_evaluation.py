@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from notarius_dagster.dnd.evaluation_fields import DND_MATCH_FIELDS
+from notarius_dagster.dnd import load_lanes
 from notarius_dagster.engine.evaluation import (
     BundleLane,
     BundleView,
@@ -24,6 +24,11 @@ from notarius_dagster.engine.evaluation import (
     score_bundle,
 )
 from notarius_dagster.engine.gold import GoldError, GoldFile, load_gold, parse_gold
+from notarius_dagster.engine.lanes import registered_match_fields
+
+load_lanes()
+MATCH_FIELDS = registered_match_fields()
+"""What the scorer matches each D&D lane on: the `gold_match` every lane declares."""
 
 NPCS = MatchFields(items="npcs", name="name", aliases="aliases")
 SPELLS = MatchFields(items="spells", name="spell", also=("caster",))
@@ -442,18 +447,36 @@ def test_evaluate_reads_a_published_bundle_through_its_index(tmp_path: Path) -> 
             }
         )
     )
-    view = load_bundle(tmp_path / "session", DND_MATCH_FIELDS)
+    view = load_bundle(tmp_path / "session", MATCH_FIELDS)
     assert view.order == ORDER and view.name == "session"
-    report = evaluate(tmp_path / "session", gold_path, DND_MATCH_FIELDS)
+    report = evaluate(tmp_path / "session", gold_path, MATCH_FIELDS)
     npcs = lane(report, "npcs")
     assert npcs.citation.cited_units == 3 and npcs.citation.supported_units == 2
     assert lane(report, "npcs").by_name.recall == 0.3333
 
 
+def test_each_dnd_lane_is_matched_on_what_its_lane_declares() -> None:
+    """The registry's table (every lane's `gold_match`, with its list and citation fields) is
+    exactly what docs/evaluation.md documents; a change here changes every score."""
+    expected = {
+        "dnd/npc-list": MatchFields(items="npcs", name="name", aliases="aliases"),
+        "dnd/scene-description-list": MatchFields(
+            items="scene_descriptions", name="kind", refs="source_ref", many_to_one=True
+        ),
+        "dnd/combat-turn-list": MatchFields(items="combat_turns", name="actor", also=("round",)),
+        "dnd/spell-list": MatchFields(items="spells", name="spell", also=("caster",)),
+        "dnd/item-event-list": MatchFields(items="item_events", name="item", also=("event",)),
+        "dnd/npc-interaction-list": MatchFields(
+            items="npc_interactions", name="npc", many_to_one=True
+        ),
+    }
+    assert registered_match_fields() == expected
+
+
 def test_an_unreadable_bundle_is_refused_naming_the_file(tmp_path: Path) -> None:
     with pytest.raises(EvaluationError, match="index.json is missing"):
-        load_bundle(tmp_path, DND_MATCH_FIELDS)
+        load_bundle(tmp_path, MATCH_FIELDS)
     folder = write_bundle(tmp_path / "b", {"npcs": ("dnd/npc-list", "npcs", [])}, ORDER)
     (folder / "lanes/npcs.json").write_text("{broken")
     with pytest.raises(EvaluationError, match=r"bundle 'b': lanes/npcs.json is not valid JSON"):
-        load_bundle(folder, DND_MATCH_FIELDS)
+        load_bundle(folder, MATCH_FIELDS)

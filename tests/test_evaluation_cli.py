@@ -13,13 +13,18 @@ from pathlib import Path
 import pytest
 from dagster import DagsterInstance
 
-from notarius_dagster.dnd.evaluation_fields import DND_MATCH_FIELDS
+from notarius_dagster.dnd import load_lanes
 from notarius_dagster.engine.evaluation import EvaluationReport, evaluate
+from notarius_dagster.engine.lanes import registered_match_fields
 from notarius_dagster.engine.transcripts import register_transcript
 from notarius_dagster.llm.test_double import scripted_llm
 from notarius_dagster.runner import run_session
 from tests.conftest import DATA, REPO
 from tests.lane_doubles import complete_responder
+
+load_lanes()
+MATCH_FIELDS = registered_match_fields()
+"""What the scorer matches each D&D lane on: the `gold_match` every lane declares."""
 
 SAMPLE = REPO / "samples" / "crd3-c2e001-slice.jsonl"
 GOLD = DATA / "gold" / "crd3-c2e001-slice.json"
@@ -79,7 +84,7 @@ def test_eval_json_is_the_report_model_with_the_same_numbers(bundle: Path, tmp_p
     done = notarius(tmp_path, "eval", str(bundle), "--gold", str(GOLD), "--json")
     assert done.returncode == 0, done.stderr
     report = EvaluationReport.model_validate_json(done.stdout)
-    assert report == evaluate(bundle, GOLD, DND_MATCH_FIELDS)
+    assert report == evaluate(bundle, GOLD, MATCH_FIELDS)
     assert report.source_checked and report.totals.lanes == sorted(
         ["npcs", "scene-descriptions", "combat-turns", "spells", "item-events", "npc-interactions"]
     )

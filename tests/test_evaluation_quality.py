@@ -14,13 +14,18 @@ from dagster import AssetCheckSeverity, DagsterInstance
 from dagster._core.events import DagsterEventType
 
 from assets.quality import CHECK_NAME, NO_GOLD, gold_path, quality_metadata
-from notarius_dagster.dnd.evaluation_fields import DND_MATCH_FIELDS
+from notarius_dagster.dnd import load_lanes
 from notarius_dagster.engine.evaluation import evaluate
+from notarius_dagster.engine.lanes import registered_match_fields
 from notarius_dagster.engine.transcripts import register_transcript
 from notarius_dagster.llm.test_double import scripted_llm
 from notarius_dagster.runner import run_session
 from tests.conftest import DATA, REPO
 from tests.lane_doubles import complete_responder
+
+load_lanes()
+MATCH_FIELDS = registered_match_fields()
+"""What the scorer matches each D&D lane on: the `gold_match` every lane declares."""
 
 SAMPLE = REPO / "samples" / "crd3-c2e001-slice.jsonl"
 GOLD = DATA / "gold" / "crd3-c2e001-slice.json"
@@ -64,7 +69,7 @@ def test_with_gold_the_check_records_the_scores_per_lane(
     check = run(tmp_path, instance, "graded")
     assert check.passed and check.severity == AssetCheckSeverity.WARN
     metadata = {key: value.value for key, value in check.metadata.items()}
-    expected = evaluate(tmp_path / "data" / "bundles" / "graded", target, DND_MATCH_FIELDS)
+    expected = evaluate(tmp_path / "data" / "bundles" / "graded", target, MATCH_FIELDS)
     assert metadata == quality_metadata(expected)
     for lane in LANES:
         assert isinstance(metadata[f"{lane}.f1"], float)

@@ -21,7 +21,7 @@ from notarius_dagster.engine.catalog import CATALOG
 from notarius_dagster.engine.chunking import make_chunk
 from notarius_dagster.engine.lane_models import AnswerSpec
 from notarius_dagster.engine.lane_runner import run_lane
-from notarius_dagster.engine.lanes import LaneSpec, register_lane, registered_lanes
+from notarius_dagster.engine.lanes import GoldMatch, LaneSpec, register_lane, registered_lanes
 from notarius_dagster.engine.resolution import resolve_profile_file
 from notarius_dagster.engine.validators import known_validators, schema_problems
 from notarius_dagster.llm.client import LiteLLMClient
@@ -123,6 +123,35 @@ def test_a_spec_that_names_no_record_field_fails_at_declaration() -> None:
             modules=SPELLS.modules,
             preview_fields=("nmae",),
         )
+
+
+def test_what_the_evaluation_matches_on_names_record_fields_checked_at_declaration() -> None:
+    with pytest.raises(ValueError, match=r"lane 'spells': gold_match.also names no record field"):
+        LaneSpec(
+            lane_id="spells",
+            kind="dnd/spell-list",
+            record_model=SPELLS.record_model,
+            answer=SPELLS.answer,
+            modules=SPELLS.modules,
+            gold_match=GoldMatch(name="spell", also=("castr",)),
+        )
+    with pytest.raises(ValueError, match=r"lane 'spells': gold_match names no record field"):
+        LaneSpec(
+            lane_id="spells",
+            kind="dnd/spell-list",
+            record_model=SPELLS.record_model,
+            answer=SPELLS.answer,
+            modules=SPELLS.modules,
+            gold_match=GoldMatch(name="spel"),
+        )
+    unscored = LaneSpec(
+        lane_id="spells",
+        kind="dnd/spell-list",
+        record_model=SPELLS.record_model,
+        answer=SPELLS.answer,
+        modules=SPELLS.modules,
+    )
+    assert unscored.match_fields is None
 
 
 def test_a_kind_is_registered_by_one_lane_only() -> None:

@@ -9,7 +9,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from notarius_dagster.dnd.llm_extract import Converters, ToPayload, answer_records, canonical_name
+from notarius_dagster.dnd.llm_extract import (
+    Converters,
+    PayloadWithWarnings,
+    ToPayload,
+    answer_records,
+    canonical_name,
+)
 from notarius_dagster.dnd.roster import map_speakers, roster_index
 from notarius_dagster.engine.catalog import ReferenceSlot
 from notarius_dagster.engine.contracts import ExtractRequest, ModuleOutput, PreparedReference
@@ -113,7 +119,7 @@ def grounded_payload(fields: Grounded, convert: Converters | None = None) -> ToP
 
     def to_payload(
         lane: LaneSpec, answer: dict[str, Any], request: ExtractRequest
-    ) -> tuple[dict[str, Any], list[RunWarning]]:
+    ) -> PayloadWithWarnings:
         records = answer_records(lane, answer, request, convert)
         roster = roster_index(request.context.references, request.context.session_id)
         if roster is not None:  # a player's speaker label names their character

@@ -37,9 +37,9 @@ from notarius_dagster.engine.models import Chunk, RunWarning, SourceDocument
 
 PROMPT_SPLIT = "\n---- user ----\n"
 
-ToPayload = Callable[
-    [LaneSpec, dict[str, Any], ExtractRequest], tuple[dict[str, Any], list[RunWarning]]
-]
+PayloadWithWarnings = tuple[dict[str, Any], list[RunWarning]]
+"""What converting an answer gives: the lane's payload and the warnings of the conversion."""
+ToPayload = Callable[[LaneSpec, dict[str, Any], ExtractRequest], PayloadWithWarnings]
 """Turns a validated answer into the lane's payload and warnings."""
 Converters = Mapping[str, Callable[[Any], Any]]
 """Per record field, how an answer value becomes the record's (where the generic tidying
@@ -187,7 +187,7 @@ def answer_records(
 
 def list_payload(
     lane: LaneSpec, answer: dict[str, Any], request: ExtractRequest
-) -> tuple[dict[str, Any], list[RunWarning]]:
+) -> PayloadWithWarnings:
     """The plain conversion: the answer's records in the lane's envelope, no warnings."""
     return lane.envelope(request.chunk.source_id, answer_records(lane, answer, request)), []
 
@@ -239,9 +239,7 @@ class LLMListExtractor:
         labels the prompt shows for this chunk."""
         return self._schemas.get(self.citations.labels(chunk))
 
-    def payload(
-        self, answer: dict[str, Any], request: ExtractRequest
-    ) -> tuple[dict[str, Any], list[RunWarning]]:
+    def payload(self, answer: dict[str, Any], request: ExtractRequest) -> PayloadWithWarnings:
         """The payload and warnings of a validated answer (what `extract` does after the call)."""
         return self.to_payload(self.lane, answer, request)
 

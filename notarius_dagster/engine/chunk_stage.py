@@ -89,15 +89,7 @@ def run_chunk_stage(
     return ChunkResult(
         chunk_map=None,
         attempts=attempts,
-        rejection=Rejection(
-            stage="chunk",
-            lane=None,
-            module=stage.module,
-            chunk_id=None,
-            validator=problem[0],
-            message=problem[1],
-            attempts=attempts,
-        ),
+        rejection=stage.rejection(problem, attempts),
     )
 
 

@@ -31,6 +31,7 @@ Errors name the bundle folder, the file and the key path, never a value taken fr
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import unicodedata
@@ -311,33 +312,63 @@ def _match(
     return pairs
 
 
-@dataclass
-class LaneCounts:
-    """Summable counts of one lane (or of the totals)."""
+@dataclass(frozen=True)
+class Matched:
+    """What one matching paired: predicted records matched, and gold records matched (in a
+    `many_to_one` kind a gold record taken several times counts once)."""
 
     predicted: int = 0
     gold: int = 0
-    name_pred: int = 0
-    name_gold: int = 0
-    grounded_pred: int = 0
-    grounded_gold: int = 0
+
+    @classmethod
+    def of(cls, pairs: Sequence[tuple[int, int]]) -> Matched:
+        return cls(predicted=len(pairs), gold=len({j for _, j in pairs}))
+
+    def __add__(self, other: Matched) -> Matched:
+        return Matched(self.predicted + other.predicted, self.gold + other.gold)
+
+    def prf(self, predicted: int, gold: int) -> Prf:
+        return prf(self.predicted, self.gold, predicted, gold)
+
+
+@dataclass(frozen=True)
+class LaneCounts:
+    """Summable counts of one lane (or of the totals): the records on each side, what the
+    name and the grounded matching paired, and the units the name-matched predictions cite
+    (`cited`) with how many of those are their gold record's (`supported`)."""
+
+    predicted: int = 0
+    gold: int = 0
+    by_name: Matched = Matched()
+    grounded: Matched = Matched()
     cited: int = 0
     supported: int = 0
 
-    def add(self, other: LaneCounts) -> None:
-        for name in self.__dataclass_fields__:
-            setattr(self, name, getattr(self, name) + getattr(other, name))
+    def __add__(self, other: LaneCounts) -> LaneCounts:
+        names = [f.name for f in dataclasses.fields(self)]
+        return LaneCounts(*(getattr(self, name) + getattr(other, name) for name in names))
 
-    def scores(self) -> tuple[Prf, Prf, CitationScore]:
-        return (
-            prf(self.name_pred, self.name_gold, self.predicted, self.gold),
-            prf(self.grounded_pred, self.grounded_gold, self.predicted, self.gold),
-            CitationScore(
+    def report_fields(self, *, scored: bool = True) -> dict[str, Any]:
+        """What a lane row and the totals both publish: the record counts and the three scores
+        (`scored=False`, a lane the gold does not have: every score empty)."""
+        if scored:
+            by_name = self.by_name.prf(self.predicted, self.gold)
+            grounded = self.grounded.prf(self.predicted, self.gold)
+            citation = CitationScore(
                 cited_units=self.cited,
                 supported_units=self.supported,
                 precision=_ratio(self.supported, self.cited),
-            ),
-        )
+            )
+        else:
+            by_name = grounded = Matched().prf(0, 0)
+            citation = CitationScore(cited_units=0, supported_units=0, precision=None)
+        return {
+            "predicted": self.predicted,
+            "gold": self.gold,
+            "by_name": by_name,
+            "grounded": grounded,
+            "citation": citation,
+        }
 
 
 def count_lane(
@@ -352,18 +383,14 @@ def count_lane(
     golds = [_gold(g, fields) for g in gold]
     by_name = _match(preds, golds, grounded=False, many_to_one=fields.many_to_one)
     grounded = _match(preds, golds, grounded=True, many_to_one=fields.many_to_one)
-    counts = LaneCounts(
+    return LaneCounts(
         predicted=len(preds),
         gold=len(golds),
-        name_pred=len(by_name),
-        name_gold=len({j for _, j in by_name}),
-        grounded_pred=len(grounded),
-        grounded_gold=len({j for _, j in grounded}),
+        by_name=Matched.of(by_name),
+        grounded=Matched.of(grounded),
+        cited=sum(preds[i].cited_count for i, _ in by_name),
+        supported=sum(len(preds[i].cited & golds[j].units) for i, j in by_name),
     )
-    for i, j in by_name:
-        counts.cited += preds[i].cited_count
-        counts.supported += len(preds[i].cited & golds[j].units)
-    return counts
 
 
 # --- the bundle ------------------------------------------------------------------------------
@@ -477,22 +504,12 @@ def _lane_score(
     *,
     scored: bool = True,
 ) -> LaneScore:
-    if scored:
-        by_name, grounded, citation = counts.scores()
-    else:
-        empty = Prf(matched_predicted=0, matched_gold=0, precision=None, recall=None, f1=None)
-        by_name, grounded = empty, empty
-        citation = CitationScore(cited_units=0, supported_units=0, precision=None)
     return LaneScore(
         lane_id=lane_id,
         kind=kind,
         status=status,
         bundle_status=bundle_status,
-        predicted=counts.predicted,
-        gold=counts.gold,
-        by_name=by_name,
-        grounded=grounded,
-        citation=citation,
+        **counts.report_fields(scored=scored),
     )
 
 
@@ -536,7 +553,7 @@ def score_bundle(
             lanes.append(
                 _lane_score(lane_id, manifest_kind, "missing_from_bundle", manifest_status, counts)
             )
-            total.add(counts)
+            total += counts
             continue
         fields = match_fields.get(published.kind)
         if fields is None:
@@ -554,16 +571,8 @@ def score_bundle(
         lanes.append(
             _lane_score(lane_id, published.kind, "scored", manifest_status or "accepted", counts)
         )
-        total.add(counts)
-    by_name, grounded, citation = total.scores()
-    totals = Totals(
-        lanes=sorted(gold.lanes),
-        predicted=total.predicted,
-        gold=total.gold,
-        by_name=by_name,
-        grounded=grounded,
-        citation=citation,
-    )
+        total += counts
+    totals = Totals(lanes=sorted(gold.lanes), **total.report_fields())
     return EvaluationReport(
         session_id=bundle.session_id,
         gold_session_id=gold.session_id,

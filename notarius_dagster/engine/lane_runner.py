@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -54,7 +54,6 @@ from notarius_dagster.engine.models import (
     Rejection,
     RunWarning,
     SourceDocument,
-    Stage,
 )
 from notarius_dagster.engine.resolution import ResolvedLane, ResolvedStage
 from notarius_dagster.engine.validators import ValidationContext, record_verdicts, run_chain
@@ -154,10 +153,24 @@ def run_lane(
         deadline=deadline,
     )
     collected = _collect(extracted)
-    merged = _merge(run, modules.merger, collected.accepted)
+    merged = _whole_lane_stage(
+        run,
+        lane.merge,
+        modules.merger.merge,
+        MergeRequest,
+        done=f"merged {len(collected.accepted)} extract(s)",
+        extracts=collected.accepted,
+    )
     if merged.output is None:
         return _result(run, modules.extractor, collected, after=(merged,), payload=None)
-    normalized = _normalize(run, modules.normalizer, merged.output)
+    normalized = _whole_lane_stage(
+        run,
+        lane.normalize,
+        modules.normalizer.normalize,
+        NormalizeRequest,
+        done="normalized",
+        merged=merged.output,
+    )
     payload = normalized.output.payload if normalized.output is not None else None
     return _result(run, modules.extractor, collected, after=(merged, normalized), payload=payload)
 
@@ -354,34 +367,29 @@ def _collect(extracted: Sequence[_Extracted]) -> _Collected:
     )
 
 
-def _merge(run: _LaneRun, merger: Merger, accepted: tuple[ModuleOutput, ...]) -> _Attempted:
-    stage = run.lane.merge
-    request = MergeRequest(document=run.document, extracts=accepted, context=run.context(stage))
-    merged = _attempt(
-        partial(merger.merge, request),
-        run.validation(stage, extracts=accepted),
+def _whole_lane_stage(
+    run: _LaneRun,
+    stage: ResolvedStage,
+    module_call: Callable[[Any], ModuleOutput],
+    request_type: type[MergeRequest] | type[NormalizeRequest],
+    *,
+    done: str,
+    **inputs: Any,
+) -> _Attempted:
+    """A stage that sees the whole lane at once (merge: `extracts=`, normalize: `merged=`): the
+    module's request and its validator chain get the same input under the same name; one
+    module call with the stage's retries, and a progress line `<lane>: <done>` once accepted."""
+    request = request_type(document=run.document, context=run.context(stage), **inputs)
+    attempted = _attempt(
+        partial(module_call, request),
+        run.validation(stage, **inputs),
         stage=stage,
         lane_id=run.lane.id,
         chunk_id=None,
     )
-    if merged.output is not None:
-        run.report(f"{run.lane.id}: merged {len(accepted)} extract(s)")
-    return merged
-
-
-def _normalize(run: _LaneRun, normalizer: Normalizer, merged: ModuleOutput) -> _Attempted:
-    stage = run.lane.normalize
-    request = NormalizeRequest(document=run.document, merged=merged, context=run.context(stage))
-    normalized = _attempt(
-        partial(normalizer.normalize, request),
-        run.validation(stage, merged=merged),
-        stage=stage,
-        lane_id=run.lane.id,
-        chunk_id=None,
-    )
-    if normalized.output is not None:
-        run.report(f"{run.lane.id}: normalized")
-    return normalized
+    if attempted.output is not None:
+        run.report(f"{run.lane.id}: {done}")
+    return attempted
 
 
 def _result(
@@ -630,15 +638,7 @@ def _attempt(
     return _Attempted(
         output=None,
         usage=usage,
-        rejection=Rejection(
-            stage=cast(Stage, stage.stage),
-            lane=lane_id,
-            module=stage.module,
-            chunk_id=chunk_id,
-            validator=verdict[0],
-            message=verdict[1],
-            attempts=attempt,
-        ),
+        rejection=stage.rejection(verdict, attempt, lane_id=lane_id, chunk_id=chunk_id),
     )
 
 

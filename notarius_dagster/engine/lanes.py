@@ -27,6 +27,7 @@ from pydantic import BaseModel
 from notarius_dagster.engine.artifact_kinds import ArtifactKind, register_kind
 from notarius_dagster.engine.catalog import CATALOG, ModuleSpec, ReferenceSlot
 from notarius_dagster.engine.contracts import ModuleOutput
+from notarius_dagster.engine.evaluation import MatchFields
 from notarius_dagster.engine.lane_models import AnswerSpec, answer_model, camel, list_model
 from notarius_dagster.engine.models import SourceRef
 from notarius_dagster.engine.validators import ValidationContext, register_validator
@@ -63,6 +64,21 @@ class LaneModules:
     rules: tuple[LaneRule, ...] = ()
 
 
+@dataclass(frozen=True)
+class GoldMatch:
+    """What the gold evaluation (engine/evaluation.py, docs/evaluation.md) matches this lane's
+    records on: `name`, the field compared by alias-aware normalized name; `aliases`, the
+    record's list of other names, if it has one; `also`, secondary fields that must agree when
+    both sides set them; `many_to_one`, several records may match one gold record (a lane that
+    reports one record per chunk, where one gold record can span chunks). Where the records
+    and their citations are is the lane's own `items_field` and `refs_field`."""
+
+    name: str
+    aliases: str | None = None
+    also: tuple[str, ...] = ()
+    many_to_one: bool = False
+
+
 @dataclass(frozen=True, eq=False)
 class LaneSpec:
     """One lane, declared once (docs/lanes.md, "The lane registry").
@@ -84,6 +100,8 @@ class LaneSpec:
       `<prefix>-<name slug>` by npcs; None where the id is not made by the lane, e.g. a chunk id).
     - `refs_field`: the record's citations, a list of source references or a single one.
     - `unique_fields`: fields that must not repeat within one artifact (checked by the envelope).
+    - `gold_match`: what the gold evaluation matches records on (`GoldMatch`); None: the lane
+      is not scored (`registered_match_fields`).
     - `prompt`: the prompt file; default `prompt.md` beside the record model's module.
     - `version`: the modules' version (part of checkpoint fingerprints and code versions).
     - Derived unless given: `items_field` (`lane_id` with `_` for `-`), `module_prefix`
@@ -104,6 +122,7 @@ class LaneSpec:
     id_prefix: str | None = None
     refs_field: str = "source_refs"
     unique_fields: tuple[str, ...] = ()
+    gold_match: GoldMatch | None = None
     prompt: Path = Path()
     version: str = "1"
     schema_version: str = "v1"
@@ -144,6 +163,10 @@ class LaneSpec:
             "answer.defaults": tuple(self.answer.defaults),
             "answer.fields": tuple(self.answer.fields),
         }
+        if self.gold_match is not None:
+            aliases = self.gold_match.aliases
+            named["gold_match"] = (self.gold_match.name, *((aliases,) if aliases else ()))
+            named["gold_match.also"] = self.gold_match.also
         for where, names in named.items():
             unknown = sorted(set(names) - known)
             if unknown:
@@ -191,6 +214,21 @@ class LaneSpec:
             support_fields=self.support_fields,
             refs_field=self.refs_field,
             speaker_mentions=self.speaker_mentions,
+        )
+
+    @cached_property
+    def match_fields(self) -> MatchFields | None:
+        """The evaluation's `MatchFields` of this lane's kind (None: the lane is not scored)."""
+        match = self.gold_match
+        if match is None:
+            return None
+        return MatchFields(
+            items=self.items_field,
+            name=match.name,
+            aliases=match.aliases,
+            also=match.also,
+            refs=self.refs_field,
+            many_to_one=match.many_to_one,
         )
 
     def source_refs(self, artifact: BaseModel) -> list[SourceRef]:
@@ -300,6 +338,14 @@ def _bound_rule(
 def registered_lanes() -> dict[str, LaneSpec]:
     """Registered lanes by kind, in registration order."""
     return dict(_LANES)
+
+
+def registered_match_fields() -> dict[str, MatchFields]:
+    """What the gold evaluation matches records on, by artifact kind, for every registered
+    lane that declares `gold_match` (the table `engine/evaluation.py` is given)."""
+    return {
+        kind: lane.match_fields for kind, lane in _LANES.items() if lane.match_fields is not None
+    }
 
 
 # ---- discovery: a lane is a folder with lane.py ----

@@ -60,18 +60,23 @@ def lane_summary(lane_result: LaneResult, pipeline: ResolvedPipeline) -> Manifes
             skipped=stats.skipped,
             rejected=stats.rejected,
         ),
-        llm=LaneUsage(
-            calls=stats.usage.calls,
-            prompt_tokens=stats.usage.prompt_tokens,
-            completion_tokens=stats.usage.completion_tokens,
-            cost_usd=stats.usage.cost_usd,
-            structured_output_rungs=stats.usage.rungs,
-        ),
+        llm=LaneUsage(calls=stats.usage.calls, **_spending(stats.usage)),
         warnings=len(lane_result.warnings),
         rejections=len(lane_result.rejections),
         metadata=lane_result.metadata,
         references=lane_result.references,
     )
+
+
+def _spending(usage: LLMUsage) -> dict[str, Any]:
+    """What a lane's `llm` and the run's `totals` both publish of their usage, besides the
+    call count (`calls` in a lane, `llm_calls` in the totals): tokens, cost, rungs."""
+    return {
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "cost_usd": usage.cost_usd,
+        "structured_output_rungs": usage.rungs,
+    }
 
 
 def build_manifest(
@@ -138,13 +143,7 @@ def build_manifest(
         rejected=tuple(rejections),
         warnings=len(chunk_result.warnings) + sum(len(lr.warnings) for lr in lane_results),
         evidence_context=evidence_enabled,
-        totals=Totals(
-            llm_calls=total.calls,
-            prompt_tokens=total.prompt_tokens,
-            completion_tokens=total.completion_tokens,
-            cost_usd=total.cost_usd,
-            structured_output_rungs=total.rungs,
-        ),
+        totals=Totals(llm_calls=total.calls, **_spending(total)),
         timing=Timing(
             started_at=started_at, completed_at=completed_at, wall_time_s=round(wall_time_s, 3)
         ),

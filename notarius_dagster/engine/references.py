@@ -181,16 +181,14 @@ def prepare_file(binding: ResolvedBinding) -> tuple[PreparedReference, list[RunW
         decoded = _decode_structured(binding, name, text, media_type)
         artifact = _validated_artifact(binding, decoded, "external", file=name)
         digest = digest_of(artifact)
-    provenance = {
-        "slot": binding.slot,
-        "target": binding.target,
-        "origin": "file",
-        "binding": binding.source,
-        "file": name,
-        "media_type": media_type,
-        "bytes": len(raw),
-        "digest": sha256_digest(raw),
-    }
+    provenance = _provenance(
+        binding,
+        "file",
+        file=name,
+        media_type=media_type,
+        bytes=len(raw),
+        digest=sha256_digest(raw),
+    )
     return PreparedReference(
         slot=binding.slot,
         origin="file",
@@ -203,6 +201,18 @@ def prepare_file(binding: ResolvedBinding) -> tuple[PreparedReference, list[RunW
     ), warnings
 
 
+def _provenance(binding: ResolvedBinding, origin: str, **details: Any) -> dict[str, Any]:
+    """A reference's provenance as the manifest records it: which slot of which target, bound
+    how, then what the origin (`file` or `lane`) adds; keys in that order, as published."""
+    return {
+        "slot": binding.slot,
+        "target": binding.target,
+        "origin": origin,
+        "binding": binding.source,
+        **details,
+    }
+
+
 def prepare_generated(
     binding: ResolvedBinding, payload: Mapping[str, Any] | None
 ) -> PreparedReference:
@@ -213,15 +223,9 @@ def prepare_generated(
         )
     artifact = _validated_artifact(binding, dict(payload), "generated")
     digest = digest_of(artifact)
-    provenance = {
-        "slot": binding.slot,
-        "target": binding.target,
-        "origin": "lane",
-        "binding": binding.source,
-        "lane": binding.lane,
-        "kind": artifact["kind"],
-        "digest": digest,
-    }
+    provenance = _provenance(
+        binding, "lane", lane=binding.lane, kind=artifact["kind"], digest=digest
+    )
     return PreparedReference(
         slot=binding.slot,
         origin="lane",

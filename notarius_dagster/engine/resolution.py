@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import Field, ValidationError
 
@@ -27,7 +27,7 @@ from notarius_dagster.engine.digest import digest_of
 from notarius_dagster.engine.errors import ProfileError
 from notarius_dagster.engine.limits import Budget, InputLimits
 from notarius_dagster.engine.llm_profiles import LLM_PROFILES, LLMProfileCatalog
-from notarius_dagster.engine.models import Frozen
+from notarius_dagster.engine.models import Frozen, Rejection, Stage
 from notarius_dagster.engine.output_options import validate_output_options
 from notarius_dagster.engine.validators import known_validators, resolve_chain
 
@@ -61,6 +61,28 @@ class ResolvedStage(Frozen):
     validators_source: Literal["default", "override"]
     references: tuple[ResolvedBinding, ...] = ()
     artifact_kind: str | None = None
+
+    def rejection(
+        self,
+        verdict: tuple[str, str],
+        attempts: int,
+        *,
+        lane_id: str | None = None,
+        chunk_id: str | None = None,
+    ) -> Rejection:
+        """What rejected.json records when this stage's output is refused after `attempts`:
+        the verdict of its validator chain (validator, message), with the stage's module and,
+        for a lane stage, the lane and the chunk (if it was one chunk's output)."""
+        validator, message = verdict
+        return Rejection(
+            stage=cast(Stage, self.stage),
+            lane=lane_id,
+            module=self.module,
+            chunk_id=chunk_id,
+            validator=validator,
+            message=message,
+            attempts=attempts,
+        )
 
 
 class ResolvedLane(Frozen):

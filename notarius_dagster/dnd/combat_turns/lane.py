@@ -18,7 +18,7 @@ from notarius_dagster.dnd.grounding import npcs_slot
 from notarius_dagster.dnd.roster import roster_slot
 from notarius_dagster.engine.catalog import ReferenceSlot
 from notarius_dagster.engine.lane_models import AnswerSpec
-from notarius_dagster.engine.lanes import LaneSpec
+from notarius_dagster.engine.lanes import GoldMatch, LaneSpec
 
 LANE = LaneSpec(
     lane_id="combat-turns",
@@ -45,4 +45,6 @@ LANE = LaneSpec(
     id_prefix="turn",
     support_fields=("actor",),
     preview_fields=("id", "actor", "round"),
+    # A turn by its actor, and its round when both say one.
+    gold_match=GoldMatch(name="actor", also=("round",)),
 )

@@ -8,7 +8,7 @@ from notarius_dagster.dnd.grounding import npcs_slot
 from notarius_dagster.dnd.item_events.model import ItemEvent
 from notarius_dagster.dnd.roster import roster_slot
 from notarius_dagster.engine.lane_models import AnswerSpec
-from notarius_dagster.engine.lanes import LaneSpec
+from notarius_dagster.engine.lanes import GoldMatch, LaneSpec
 
 LANE = LaneSpec(
     lane_id="item-events",
@@ -20,4 +20,6 @@ LANE = LaneSpec(
     id_prefix="item-event",
     support_fields=("item",),
     preview_fields=("id", "item", "event"),
+    # An item event by the item, and what happened to it.
+    gold_match=GoldMatch(name="item", also=("event",)),
 )

@@ -9,7 +9,7 @@ from notarius_dagster.dnd.grounding import known_npcs, npcs_slot
 from notarius_dagster.dnd.npc_interactions.model import NpcInteraction
 from notarius_dagster.dnd.roster import roster_slot
 from notarius_dagster.engine.lane_models import AnswerSpec
-from notarius_dagster.engine.lanes import LaneSpec
+from notarius_dagster.engine.lanes import GoldMatch, LaneSpec
 
 LANE = LaneSpec(
     lane_id="npc-interactions",
@@ -23,4 +23,8 @@ LANE = LaneSpec(
     id_prefix="interaction",
     support_fields=("npc",),
     preview_fields=("id", "kind", "npc", "npc_id"),
+    # An interaction by the NPC it is with. Chunked extraction reports a long dealing once per
+    # chunk it spans (the merge folds only identical records), and each report is right: so
+    # several predictions may match one gold interaction, which recall counts once.
+    gold_match=GoldMatch(name="npc", many_to_one=True),
 )

@@ -9,7 +9,7 @@ from notarius_dagster.dnd.npcs.modules import NpcMerger, NpcNormalizer, party_fi
 from notarius_dagster.dnd.records import ids_rule
 from notarius_dagster.dnd.roster import roster_slot
 from notarius_dagster.engine.lane_models import AnswerSpec
-from notarius_dagster.engine.lanes import LaneModules, LaneSpec
+from notarius_dagster.engine.lanes import GoldMatch, LaneModules, LaneSpec
 
 LANE = LaneSpec(
     lane_id="npcs",
@@ -29,4 +29,6 @@ LANE = LaneSpec(
     id_prefix="npc",
     support_fields=("name", "aliases"),
     preview_fields=("id", "name"),
+    # An NPC by its name or any alias, on either side.
+    gold_match=GoldMatch(name="name", aliases="aliases"),
 )

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from notarius_dagster.dnd.llm_extract import canonical_name, list_payload
+from notarius_dagster.dnd.llm_extract import PayloadWithWarnings, canonical_name, list_payload
 from notarius_dagster.dnd.records import first_position, sort_refs
 from notarius_dagster.dnd.roster import drop_party, roster_index
 from notarius_dagster.engine.contracts import (
@@ -17,12 +17,12 @@ from notarius_dagster.engine.contracts import (
     NormalizeRequest,
 )
 from notarius_dagster.engine.lanes import LaneSpec
-from notarius_dagster.engine.models import RunWarning, SourceRef
+from notarius_dagster.engine.models import SourceRef
 
 
 def party_filtered_payload(
     lane: LaneSpec, answer: dict[str, Any], request: ExtractRequest
-) -> tuple[dict[str, Any], list[RunWarning]]:
+) -> PayloadWithWarnings:
     """The npcs answer as records, minus player characters when a roster is bound: a record
     whose name or alias is a party member's (character, alias, player or speaker label) is
     dropped, deterministically and before any merge, with one count-only warning. Without a

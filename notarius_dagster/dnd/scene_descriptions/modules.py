@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from notarius_dagster.dnd.llm_extract import PayloadWithWarnings
 from notarius_dagster.engine.contracts import (
     ExtractRequest,
     MergeRequest,
@@ -13,12 +14,11 @@ from notarius_dagster.engine.contracts import (
     NormalizeRequest,
 )
 from notarius_dagster.engine.lanes import LaneSpec, NoOptionsModule
-from notarius_dagster.engine.models import RunWarning
 
 
 def scene_payload(
     lane: LaneSpec, answer: dict[str, Any], request: ExtractRequest
-) -> tuple[dict[str, Any], list[RunWarning]]:
+) -> PayloadWithWarnings:
     """One record for the chunk: identity and range from the chunk, prose from the model."""
     chunk = request.chunk
     record = {

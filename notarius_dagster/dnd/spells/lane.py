@@ -8,7 +8,7 @@ from notarius_dagster.dnd.grounding import npcs_slot
 from notarius_dagster.dnd.roster import roster_slot
 from notarius_dagster.dnd.spells.model import SpellCast
 from notarius_dagster.engine.lane_models import AnswerSpec
-from notarius_dagster.engine.lanes import LaneSpec
+from notarius_dagster.engine.lanes import GoldMatch, LaneSpec
 
 LANE = LaneSpec(
     lane_id="spells",
@@ -20,4 +20,6 @@ LANE = LaneSpec(
     id_prefix="spell",
     support_fields=("spell",),
     preview_fields=("id", "caster", "spell", "level"),
+    # A casting by the spell's name, and its caster.
+    gold_match=GoldMatch(name="spell", also=("caster",)),
 )

@@ -62,6 +62,44 @@ def split_lines(text: str) -> list[str]:
     return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
 
 
+def blank_line_blocks(lines: list[str], first: int = 0) -> list[tuple[int, list[str]]]:
+    """The blank-line separated blocks of `lines` from index `first` on, each with the 1-based
+    line number of its first line: a subtitle or cue is one block in SRT and WebVTT alike, and
+    errors name the line a block starts on."""
+    blocks: list[tuple[int, list[str]]] = []
+    current: list[str] = []
+    start = 0
+    for index in range(first, len(lines)):
+        line = lines[index]
+        if line.strip():
+            if not current:
+                start = index + 1
+            current.append(line)
+        elif current:
+            blocks.append((start, current))
+            current = []
+    if current:
+        blocks.append((start, current))
+    return blocks
+
+
+def cue_times(
+    timing: re.Pattern[str], line: str, *, file_name: str, line_no: int, problem: str
+) -> tuple[float, float]:
+    """Start and end seconds of a timing line (`start --> end`, as SRT and WebVTT write it).
+
+    `timing` must capture hours, minutes, seconds and fraction of the start (groups 1-4) and
+    of the end (groups 5-8); a line it does not match is `problem` at `line_no`, and an end
+    before the start is malformed timing too."""
+    match = timing.fullmatch(line.strip())
+    if match is None:
+        raise line_error(file_name, line_no, problem)
+    start = clock_seconds(*match.group(1, 2, 3, 4))
+    end = clock_seconds(*match.group(5, 6, 7, 8))
+    require_ordered_times(file_name, line_no, start, end)
+    return start, end
+
+
 def split_speaker(text: str) -> tuple[str | None, str]:
     """Split a `Speaker: text` prefix off `text`; (None, text) when there is none.
 

@@ -13,9 +13,9 @@ from typing import Any
 
 from notarius_dagster.engine.inputs.base import (
     UTTERANCE,
-    clock_seconds,
+    blank_line_blocks,
+    cue_times,
     line_error,
-    require_ordered_times,
     split_lines,
     split_speaker,
 )
@@ -30,22 +30,46 @@ _FORMAT_TAG = re.compile(r"</?(?:i|b|u|font)(?:\s[^>]*)?>", re.IGNORECASE)
 _TIMING_HINT = "expected 'HH:MM:SS,mmm --> HH:MM:SS,mmm'"
 
 
-def _blocks(lines: list[str]) -> list[tuple[int, list[str]]]:
-    """Blank-line separated blocks with the 1-based line number of each block's first line."""
-    blocks: list[tuple[int, list[str]]] = []
-    current: list[str] = []
-    start = 0
-    for index, line in enumerate(lines):
-        if line.strip():
-            if not current:
-                start = index + 1
-            current.append(line)
-        elif current:
-            blocks.append((start, current))
-            current = []
-    if current:
-        blocks.append((start, current))
-    return blocks
+def _sequence_number(
+    line: str, start_line: int, first_lines: dict[int, int], file_name: str
+) -> int:
+    """The block's sequence number, which becomes its unit id: an integer that no earlier block
+    used (`first_lines` maps each number seen to its line, for the error)."""
+    if _SEQUENCE.fullmatch(line.strip()) is None:
+        raise line_error(file_name, start_line, "expected a subtitle sequence number (an integer)")
+    unit_id = int(line.strip())
+    if unit_id in first_lines:
+        raise line_error(
+            file_name,
+            start_line,
+            f"sequence number {unit_id} repeats the one on line {first_lines[unit_id]}",
+        )
+    first_lines[unit_id] = start_line
+    return unit_id
+
+
+def _subtitle(unit_id: int, block: list[str], start_line: int, file_name: str) -> SourceUnit:
+    """One subtitle block after its sequence number: the timing line, then the text lines
+    (formatting tags removed, a `Speaker: ` lead read as the speaker)."""
+    if len(block) < 2:
+        raise line_error(
+            file_name, start_line, f"sequence number without a timing line; {_TIMING_HINT}"
+        )
+    start, end = cue_times(
+        _TIMING,
+        block[1],
+        file_name=file_name,
+        line_no=start_line + 1,
+        problem=f"malformed timing; {_TIMING_HINT}",
+    )
+    body = _FORMAT_TAG.sub("", "\n".join(line.strip() for line in block[2:])).strip()
+    speaker, body = split_speaker(body)
+    metadata: dict[str, Any] = {}
+    if speaker is not None:
+        metadata["speaker"] = speaker
+    metadata["start"] = start
+    metadata["end"] = end
+    return SourceUnit(unit_id=unit_id, kind=UTTERANCE, text=body, metadata=metadata)
 
 
 class SrtAdapter:
@@ -55,38 +79,9 @@ class SrtAdapter:
     media_type = "application/x-subrip"
 
     def parse_units(self, text: str, file_name: str) -> list[SourceUnit]:
+        first_lines: dict[int, int] = {}
         units: list[SourceUnit] = []
-        id_lines: dict[int, int] = {}
-        for start_line, block in _blocks(split_lines(text)):
-            if _SEQUENCE.fullmatch(block[0].strip()) is None:
-                raise line_error(
-                    file_name, start_line, "expected a subtitle sequence number (an integer)"
-                )
-            unit_id = int(block[0].strip())
-            if unit_id in id_lines:
-                raise line_error(
-                    file_name,
-                    start_line,
-                    f"sequence number {unit_id} repeats the one on line {id_lines[unit_id]}",
-                )
-            id_lines[unit_id] = start_line
-            timing_line_no = start_line + 1
-            if len(block) < 2:
-                raise line_error(
-                    file_name, start_line, f"sequence number without a timing line; {_TIMING_HINT}"
-                )
-            match = _TIMING.fullmatch(block[1].strip())
-            if match is None:
-                raise line_error(file_name, timing_line_no, f"malformed timing; {_TIMING_HINT}")
-            start = clock_seconds(*match.group(1, 2, 3, 4))
-            end = clock_seconds(*match.group(5, 6, 7, 8))
-            require_ordered_times(file_name, timing_line_no, start, end)
-            body = _FORMAT_TAG.sub("", "\n".join(line.strip() for line in block[2:])).strip()
-            speaker, body = split_speaker(body)
-            metadata: dict[str, Any] = {}
-            if speaker is not None:
-                metadata["speaker"] = speaker
-            metadata["start"] = start
-            metadata["end"] = end
-            units.append(SourceUnit(unit_id=unit_id, kind=UTTERANCE, text=body, metadata=metadata))
+        for start_line, block in blank_line_blocks(split_lines(text)):
+            unit_id = _sequence_number(block[0], start_line, first_lines, file_name)
+            units.append(_subtitle(unit_id, block, start_line, file_name))
         return units

@@ -13,9 +13,9 @@ from typing import Any
 
 from notarius_dagster.engine.inputs.base import (
     UTTERANCE,
-    clock_seconds,
+    blank_line_blocks,
+    cue_times,
     line_error,
-    require_ordered_times,
     split_lines,
 )
 from notarius_dagster.engine.models import SourceUnit
@@ -28,26 +28,6 @@ _TIMING = re.compile(_TIMESTAMP + r"[ \t]+-->[ \t]+" + _TIMESTAMP + r"(?:[ \t]+.
 _VOICE = re.compile(r"<v(?:\.[^\s>]*)?[ \t]+([^>]*)>")
 _ANY_TAG = re.compile(r"<[^>]*>")
 _TIMING_HINT = "expected '[hh:]mm:ss.ttt --> [hh:]mm:ss.ttt'"
-
-
-def _blocks(lines: list[str], first: int) -> list[tuple[int, list[str]]]:
-    """Group lines (from index `first`) into blank-line separated blocks with the 1-based
-    line number of each block's first line."""
-    blocks: list[tuple[int, list[str]]] = []
-    current: list[str] = []
-    start = 0
-    for index in range(first, len(lines)):
-        line = lines[index]
-        if line.strip():
-            if not current:
-                start = index + 1
-            current.append(line)
-        elif current:
-            blocks.append((start, current))
-            current = []
-    if current:
-        blocks.append((start, current))
-    return blocks
 
 
 def _payload(raw: str) -> tuple[list[str], str]:
@@ -91,7 +71,7 @@ class WebVttAdapter:
                     "a blank line must separate the header from the first cue",
                 )
         units: list[SourceUnit] = []
-        for start_line, block in _blocks(lines, body_start):
+        for start_line, block in blank_line_blocks(lines, body_start):
             if _SKIPPED_BLOCK.fullmatch(block[0].rstrip()) is not None:
                 continue
             units.append(self._cue(block, start_line, len(units), file_name))
@@ -109,13 +89,13 @@ class WebVttAdapter:
                     f"expected a cue timing line ({_TIMING_HINT})",
                 )
             cue_id, timing_index = block[0].strip(), 1
-        timing_line_no = start_line + timing_index
-        match = _TIMING.fullmatch(block[timing_index].strip())
-        if match is None:
-            raise line_error(file_name, timing_line_no, f"malformed cue timing; {_TIMING_HINT}")
-        start = clock_seconds(*match.group(1, 2, 3, 4))
-        end = clock_seconds(*match.group(5, 6, 7, 8))
-        require_ordered_times(file_name, timing_line_no, start, end)
+        start, end = cue_times(
+            _TIMING,
+            block[timing_index],
+            file_name=file_name,
+            line_no=start_line + timing_index,
+            problem=f"malformed cue timing; {_TIMING_HINT}",
+        )
         voices, body = _payload("\n".join(block[timing_index + 1 :]))
         metadata: dict[str, Any] = {}
         if voices:
