@@ -17,7 +17,10 @@ from notarius_dagster.cli_common import (
     EXIT_FAILED,
     EXIT_OK,
     EXIT_USAGE,
+    add_command,
+    add_store_options,
     ensure_dagster_home,
+    fail,
     open_instance,
 )
 from notarius_dagster.cli_eval import add_eval_parser
@@ -115,8 +118,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     try:
         resolved = resolve_profile_file(Path(args.config), llm_profile=args.llm_profile)
     except NotariusError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+        return fail(exc)
     summary: dict[str, Any] = {
         "pipeline": resolved.pipeline_id,
         "digest": resolved.digest,
@@ -175,23 +177,31 @@ def cmd_sessions_list(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _session_id(given: str | None, *, transcript: Path | None = None) -> str | None:
+    """The session a `sessions` command acts on: `given` when it is set, else the id derived
+    from the transcript's file name. None after printing why it is no valid session id (the
+    command then exits 2: a usage error)."""
+    from notarius_dagster.engine.errors import SessionIdError
+    from notarius_dagster.engine.session_ids import session_id_from_filename, validate_session_id
+
+    try:
+        if given or transcript is None:
+            return validate_session_id(given or "")
+        return session_id_from_filename(transcript.name)
+    except SessionIdError as exc:
+        fail(exc, EXIT_USAGE)
+        return None
+
+
 def cmd_sessions_add(args: argparse.Namespace) -> int:
     from notarius_dagster.engine.errors import NotariusError
-    from notarius_dagster.engine.session_ids import session_id_from_filename, validate_session_id
     from notarius_dagster.sessions import add_session
 
     path = Path(args.path)
     if not path.is_file():
-        print(f"error: transcript {path.name!r} not found", file=sys.stderr)
-        return EXIT_USAGE
-    try:
-        session_id = (
-            validate_session_id(args.session_id)
-            if args.session_id
-            else session_id_from_filename(path.name)
-        )
-    except NotariusError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        return fail(f"transcript {path.name!r} not found", EXIT_USAGE)
+    session_id = _session_id(args.session_id, transcript=path)
+    if session_id is None:
         return EXIT_USAGE
     instance = open_instance()
     if instance is None:
@@ -202,8 +212,7 @@ def cmd_sessions_add(args: argparse.Namespace) -> int:
                 instance, session_id, path, store_paths(data=args.data, bundles=args.bundles)
             )
         except NotariusError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return EXIT_FAILED
+            return fail(exc)
     what = (
         "added" if added.new_partition else "updated" if added.transcript_changed else "unchanged"
     )
@@ -221,8 +230,6 @@ def _confirm(question: str) -> bool:
 
 
 def cmd_sessions_delete(args: argparse.Namespace) -> int:
-    from notarius_dagster.engine.errors import SessionIdError
-    from notarius_dagster.engine.session_ids import validate_session_id
     from notarius_dagster.sessions import (
         SESSIONS_PARTITIONS,
         delete_session,
@@ -230,41 +237,34 @@ def cmd_sessions_delete(args: argparse.Namespace) -> int:
         runs_in_progress,
     )
 
-    try:
-        session_id = validate_session_id(args.session_id)
-    except SessionIdError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    session_id = _session_id(args.session_id)
+    if session_id is None:
         return EXIT_USAGE
     instance = open_instance()
     if instance is None:
         return EXIT_FAILED
     with instance:
         if not is_session(instance, session_id):
-            print(
-                f"error: unknown session {session_id!r}: it is not a partition of "
+            return fail(
+                f"unknown session {session_id!r}: it is not a partition of "
                 f"{SESSIONS_PARTITIONS!r} on the instance at DAGSTER_HOME="
-                f"{os.environ['DAGSTER_HOME']}; `notarius sessions list` shows the sessions",
-                file=sys.stderr,
+                f"{os.environ['DAGSTER_HOME']}; `notarius sessions list` shows the sessions"
             )
-            return EXIT_FAILED
         busy = runs_in_progress(instance, session_id)
         if busy and not args.force:
-            print(
-                f"error: session {session_id!r} has {len(busy)} run(s) in progress "
+            return fail(
+                f"session {session_id!r} has {len(busy)} run(s) in progress "
                 f"({', '.join(r.run_id[:8] + ' ' + r.status.value for r in busy)}); wait or "
                 "cancel them in the UI, or pass --force if they are dead (an interrupted "
-                "`notarius run` leaves its run STARTED)",
-                file=sys.stderr,
+                "`notarius run` leaves its run STARTED)"
             )
-            return EXIT_FAILED
         if not args.yes:
             if not sys.stdin.isatty():
-                print(
-                    f"error: refusing to delete session {session_id!r} without confirmation: "
+                return fail(
+                    f"refusing to delete session {session_id!r} without confirmation: "
                     "no terminal to ask on; pass --yes to confirm",
-                    file=sys.stderr,
+                    EXIT_USAGE,
                 )
-                return EXIT_USAGE
             if not _confirm(
                 f"Delete session {session_id!r}: its partition, runs, "
                 "materializations, bundle, transcript and asset values?"
@@ -340,20 +340,16 @@ def _positive_int(text: str) -> int:
 
 
 def add_validate_command(sub: Any) -> None:
-    validate = sub.add_parser(
+    validate = add_command(
+        sub,
         "validate",
+        cmd_validate,
         help="resolve a profile without running anything",
         description="Resolve a pipeline profile (lanes, modules, "
         "references, LLM profile) and print the result.",
     )
     validate.add_argument("config")
     validate.add_argument("--llm-profile")
-    validate.set_defaults(func=cmd_validate)
-
-
-def _store_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--data", help="store root (default NOTARIUS_DATA or ./var/data)")
-    parser.add_argument("--bundles", help="bundle root (default NOTARIUS_BUNDLES or DATA/bundles)")
 
 
 def add_sessions_commands(sub: Any) -> None:
@@ -363,17 +359,20 @@ def add_sessions_commands(sub: Any) -> None:
         description="Sessions on the Dagster instance under DAGSTER_HOME.",
     )
     actions = sessions.add_subparsers(dest="action", required=True, metavar="ACTION")
-    listing = actions.add_parser(
+    listing = add_command(
+        actions,
         "list",
+        cmd_sessions_list,
         help="every session with its last run and bundle",
         description="Every session partition with its last run's status, when its bundle was "
         "last materialized, and whether a bundle is published.",
     )
     listing.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    _store_options(listing)
-    listing.set_defaults(func=cmd_sessions_list)
-    add = actions.add_parser(
+    add_store_options(listing)
+    add = add_command(
+        actions,
         "add",
+        cmd_sessions_add,
         help="register a session (store its transcript, add its partition) without running it",
         description="Store the transcript under the session id (derived from the file name "
         "unless --session-id), add its partition and record the transcript on the instance. "
@@ -381,10 +380,11 @@ def add_sessions_commands(sub: Any) -> None:
     )
     add.add_argument("path", metavar="PATH", help="transcript (.jsonl, .vtt, .srt, .txt)")
     add.add_argument("--session-id", help="default: derived from the file name")
-    _store_options(add)
-    add.set_defaults(func=cmd_sessions_add)
-    delete = actions.add_parser(
+    add_store_options(add)
+    delete = add_command(
+        actions,
         "delete",
+        cmd_sessions_delete,
         help="remove a session and everything stored for it",
         description="Remove a session: its published bundle, stored transcript and per-asset "
         "values, its runs with their materializations and check results, and its "
@@ -396,8 +396,7 @@ def add_sessions_commands(sub: Any) -> None:
     delete.add_argument(
         "--force", action="store_true", help="delete even if a run of the session looks in progress"
     )
-    _store_options(delete)
-    delete.set_defaults(func=cmd_sessions_delete)
+    add_store_options(delete)
 
 
 # One registrar per top-level command, in the order `--help` lists them. A new command (the

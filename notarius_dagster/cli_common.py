@@ -1,17 +1,54 @@
-"""What every `notarius` command shares: exit codes, the Dagster home and opening its
-instance."""
+"""What every `notarius` command shares: exit codes, how a command reports an error, how a
+(sub)command and its store options are declared, the Dagster home and opening its instance."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from notarius_dagster.store import REPO_ROOT
+from notarius_dagster.store import REPO_ROOT, store_paths
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def fail(message: object, status: int = EXIT_FAILED) -> int:
+    """Print `error: MESSAGE` on stderr and return `status`, so that a command ends with
+    `return fail(...)`: every command words its errors the same way."""
+    print(f"error: {message}", file=sys.stderr)
+    return status
+
+
+def add_command(
+    sub: Any,
+    name: str,
+    run: Callable[[argparse.Namespace], int],
+    *,
+    help: str,
+    description: str | None = None,
+) -> argparse.ArgumentParser:
+    """Declare one (sub)command of `sub` (an argparse subparsers action) and the function that
+    runs it (`main` calls `args.func(args)`); the caller adds its arguments."""
+    parser: argparse.ArgumentParser = sub.add_parser(name, help=help, description=description)
+    parser.set_defaults(func=run)
+    return parser
+
+
+def add_store_options(parser: argparse.ArgumentParser) -> None:
+    """--data and --bundles, worded alike on every command that reads the store (add them last:
+    `--help` lists options in the order they were added)."""
+    parser.add_argument("--data", help="store root (default NOTARIUS_DATA or ./var/data)")
+    parser.add_argument("--bundles", help="bundle root (default NOTARIUS_BUNDLES or DATA/bundles)")
+
+
+def bundles_root(args: argparse.Namespace) -> Path:
+    """--bundles, else the root the code location publishes to (NOTARIUS_BUNDLES, else
+    <--data or NOTARIUS_DATA>/bundles): the store layout's one rule (`store_paths`)."""
+    return store_paths(data=args.data, bundles=args.bundles).bundles
 
 
 def ensure_dagster_home() -> Path:
