@@ -17,10 +17,10 @@ from notarius_dagster.cli_common import (
     EXIT_FAILED,
     EXIT_OK,
     EXIT_USAGE,
+    CommandError,
     add_command,
     add_store_options,
     ensure_dagster_home,
-    fail,
     open_instance,
 )
 from notarius_dagster.cli_eval import add_eval_parser
@@ -110,6 +110,8 @@ def _run_one(args: argparse.Namespace, path: Path, *, parallel: bool) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    """Resolve a pipeline profile (lanes, modules, references, LLM profile) and print the
+    result."""
     from notarius_dagster.engine.errors import NotariusError
     from notarius_dagster.engine.resolution import resolve_profile_file
     from notarius_dagster.modules import load_modules
@@ -118,7 +120,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     try:
         resolved = resolve_profile_file(Path(args.config), llm_profile=args.llm_profile)
     except NotariusError as exc:
-        return fail(exc)
+        raise CommandError(exc) from None
     summary: dict[str, Any] = {
         "pipeline": resolved.pipeline_id,
         "digest": resolved.digest,
@@ -141,12 +143,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_sessions_list(args: argparse.Namespace) -> int:
+    """Every session partition with its last run's status, when its bundle was last
+    materialized, and whether a bundle is published."""
     from notarius_dagster.run_guard import fail_orphaned_cli_runs
     from notarius_dagster.sessions import session_rows
 
     instance = open_instance()
-    if instance is None:
-        return EXIT_FAILED
     fail_orphaned_cli_runs(instance)  # a killed `notarius run` must not look in progress
     with instance:
         rows = session_rows(instance, store_paths(data=args.data, bundles=args.bundles))
@@ -177,10 +179,9 @@ def cmd_sessions_list(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _session_id(given: str | None, *, transcript: Path | None = None) -> str | None:
+def _session_id(given: str | None, *, transcript: Path | None = None) -> str:
     """The session a `sessions` command acts on: `given` when it is set, else the id derived
-    from the transcript's file name. None after printing why it is no valid session id (the
-    command then exits 2: a usage error)."""
+    from the transcript's file name. Not a valid session id: a usage error (exit 2)."""
     from notarius_dagster.engine.errors import SessionIdError
     from notarius_dagster.engine.session_ids import session_id_from_filename, validate_session_id
 
@@ -189,30 +190,27 @@ def _session_id(given: str | None, *, transcript: Path | None = None) -> str | N
             return validate_session_id(given or "")
         return session_id_from_filename(transcript.name)
     except SessionIdError as exc:
-        fail(exc, EXIT_USAGE)
-        return None
+        raise CommandError(exc, EXIT_USAGE) from None
 
 
 def cmd_sessions_add(args: argparse.Namespace) -> int:
+    """Store the transcript under the session id (derived from the file name unless
+    --session-id), add its partition and record the transcript on the instance. Nothing runs:
+    the automation sensor, the UI or `notarius run` materialize it."""
     from notarius_dagster.engine.errors import NotariusError
     from notarius_dagster.sessions import add_session
 
     path = Path(args.path)
     if not path.is_file():
-        return fail(f"transcript {path.name!r} not found", EXIT_USAGE)
+        raise CommandError(f"transcript {path.name!r} not found", EXIT_USAGE)
     session_id = _session_id(args.session_id, transcript=path)
-    if session_id is None:
-        return EXIT_USAGE
-    instance = open_instance()
-    if instance is None:
-        return EXIT_FAILED
-    with instance:
+    with open_instance() as instance:
         try:
             added = add_session(
                 instance, session_id, path, store_paths(data=args.data, bundles=args.bundles)
             )
         except NotariusError as exc:
-            return fail(exc)
+            raise CommandError(exc) from None
     what = (
         "added" if added.new_partition else "updated" if added.transcript_changed else "unchanged"
     )
@@ -230,6 +228,9 @@ def _confirm(question: str) -> bool:
 
 
 def cmd_sessions_delete(args: argparse.Namespace) -> int:
+    """Remove a session: its published bundle, stored transcript and per-asset values, its
+    runs with their materializations and check results, and its partition. Asks first unless
+    --yes. Checkpoints stay (they are shared by content, not owned by a session)."""
     from notarius_dagster.sessions import (
         SESSIONS_PARTITIONS,
         delete_session,
@@ -238,21 +239,16 @@ def cmd_sessions_delete(args: argparse.Namespace) -> int:
     )
 
     session_id = _session_id(args.session_id)
-    if session_id is None:
-        return EXIT_USAGE
-    instance = open_instance()
-    if instance is None:
-        return EXIT_FAILED
-    with instance:
+    with open_instance() as instance:
         if not is_session(instance, session_id):
-            return fail(
+            raise CommandError(
                 f"unknown session {session_id!r}: it is not a partition of "
                 f"{SESSIONS_PARTITIONS!r} on the instance at DAGSTER_HOME="
                 f"{os.environ['DAGSTER_HOME']}; `notarius sessions list` shows the sessions"
             )
         busy = runs_in_progress(instance, session_id)
         if busy and not args.force:
-            return fail(
+            raise CommandError(
                 f"session {session_id!r} has {len(busy)} run(s) in progress "
                 f"({', '.join(r.run_id[:8] + ' ' + r.status.value for r in busy)}); wait or "
                 "cancel them in the UI, or pass --force if they are dead (an interrupted "
@@ -260,7 +256,7 @@ def cmd_sessions_delete(args: argparse.Namespace) -> int:
             )
         if not args.yes:
             if not sys.stdin.isatty():
-                return fail(
+                raise CommandError(
                     f"refusing to delete session {session_id!r} without confirmation: "
                     "no terminal to ask on; pass --yes to confirm",
                     EXIT_USAGE,
@@ -341,12 +337,7 @@ def _positive_int(text: str) -> int:
 
 def add_validate_command(sub: Any) -> None:
     validate = add_command(
-        sub,
-        "validate",
-        cmd_validate,
-        help="resolve a profile without running anything",
-        description="Resolve a pipeline profile (lanes, modules, "
-        "references, LLM profile) and print the result.",
+        sub, "validate", cmd_validate, help="resolve a profile without running anything"
     )
     validate.add_argument("config")
     validate.add_argument("--llm-profile")
@@ -360,12 +351,7 @@ def add_sessions_commands(sub: Any) -> None:
     )
     actions = sessions.add_subparsers(dest="action", required=True, metavar="ACTION")
     listing = add_command(
-        actions,
-        "list",
-        cmd_sessions_list,
-        help="every session with its last run and bundle",
-        description="Every session partition with its last run's status, when its bundle was "
-        "last materialized, and whether a bundle is published.",
+        actions, "list", cmd_sessions_list, help="every session with its last run and bundle"
     )
     listing.add_argument("--json", action="store_true", help="print JSON instead of a table")
     add_store_options(listing)
@@ -374,22 +360,12 @@ def add_sessions_commands(sub: Any) -> None:
         "add",
         cmd_sessions_add,
         help="register a session (store its transcript, add its partition) without running it",
-        description="Store the transcript under the session id (derived from the file name "
-        "unless --session-id), add its partition and record the transcript on the instance. "
-        "Nothing runs: the automation sensor, the UI or `notarius run` materialize it.",
     )
     add.add_argument("path", metavar="PATH", help="transcript (.jsonl, .vtt, .srt, .txt)")
     add.add_argument("--session-id", help="default: derived from the file name")
     add_store_options(add)
     delete = add_command(
-        actions,
-        "delete",
-        cmd_sessions_delete,
-        help="remove a session and everything stored for it",
-        description="Remove a session: its published bundle, stored transcript and per-asset "
-        "values, its runs with their materializations and check results, and its "
-        "partition. Asks first unless --yes. Checkpoints stay (they are shared by "
-        "content, not owned by a session).",
+        actions, "delete", cmd_sessions_delete, help="remove a session and everything stored for it"
     )
     delete.add_argument("session_id", metavar="ID", help="the session id (see `sessions list`)")
     delete.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
@@ -424,6 +400,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
+    except CommandError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.status
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

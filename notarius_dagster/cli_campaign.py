@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 from notarius_dagster.cli_common import (
     EXIT_OK,
+    CommandError,
     add_command,
     add_store_options,
     bundles_root,
-    fail,
 )
 
 if TYPE_CHECKING:
@@ -124,6 +124,7 @@ def _codex_tables(codex: Codex) -> list[Table]:
 
 
 def cmd_campaign_show(args: argparse.Namespace) -> int:
+    """Print the codex of CAMPAIGN (BUNDLES/.campaigns/CAMPAIGN/codex.json)."""
     from rich.console import Console
 
     from notarius_dagster.campaign.store import CodexError, load_codex, page_path
@@ -133,10 +134,10 @@ def cmd_campaign_show(args: argparse.Namespace) -> int:
     try:
         codex = load_codex(bundles, args.campaign)
     except CodexError as exc:
-        return fail(
+        raise CommandError(
             f"{exc}. Build it: materialize `campaign_codex` (a profile that binds the "
             "roster), or `notarius campaign build ROSTER`"
-        )
+        ) from None
     console = Console(width=args.width, soft_wrap=False)
     if args.json:
         print(json.dumps(codex.model_dump(mode="json", by_alias=True), indent=2))
@@ -147,7 +148,7 @@ def cmd_campaign_show(args: argparse.Namespace) -> int:
             n for n in codex.npcs if key in {name_key(n.name), *(name_key(a) for a in n.aliases)}
         ]
         if not found:
-            return fail(f"no NPC of campaign {args.campaign!r} has that name or alias")
+            raise CommandError(f"no NPC of campaign {args.campaign!r} has that name or alias")
         for npc in found:
             console.print(_npc_history(npc))
             for m in npc.merges:
@@ -164,6 +165,8 @@ def cmd_campaign_show(args: argparse.Namespace) -> int:
 
 
 def cmd_campaign_build(args: argparse.Namespace) -> int:
+    """Build and publish the codex of ROSTER's campaign from its published session bundles
+    (what the campaign_codex asset does)."""
     from notarius_dagster.campaign.store import CodexError, load_roster, publish_codex
     from notarius_dagster.modules import load_modules
 
@@ -171,7 +174,7 @@ def cmd_campaign_build(args: argparse.Namespace) -> int:
     try:
         published = publish_codex(bundles_root(args), load_roster(Path(args.roster)))
     except CodexError as exc:
-        return fail(exc)
+        raise CommandError(exc) from None
     codex = published.codex
     print(
         f"{published.path} ({'changed' if published.changed else 'unchanged'}): "
@@ -189,7 +192,6 @@ def add_campaign_parser(sub: Any) -> None:
         "show",
         cmd_campaign_show,
         help="print a campaign's codex (or one NPC's history) as tables",
-        description="Print the codex of CAMPAIGN (BUNDLES/.campaigns/CAMPAIGN/codex.json).",
     )
     show.add_argument("campaign", metavar="CAMPAIGN", help="the roster's campaign id")
     show.add_argument("--npc", metavar="NAME", help="one NPC's history (by name or alias)")
@@ -201,8 +203,6 @@ def add_campaign_parser(sub: Any) -> None:
         "build",
         cmd_campaign_build,
         help="build a campaign's codex from the bundles published so far",
-        description="Build and publish the codex of ROSTER's campaign from its published "
-        "session bundles (what the campaign_codex asset does).",
     )
     build.add_argument("roster", metavar="ROSTER", help="the campaign's roster file (YAML)")
     add_store_options(build)

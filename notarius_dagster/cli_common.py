@@ -1,4 +1,4 @@
-"""What every `notarius` command shares: exit codes, how a command reports an error, how a
+"""What every `notarius` command shares: exit codes, how a command stops on an error, how a
 (sub)command and its store options are declared, the Dagster home and opening its instance."""
 
 from __future__ import annotations
@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,11 +15,15 @@ from notarius_dagster.store import REPO_ROOT, store_paths
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
-def fail(message: object, status: int = EXIT_FAILED) -> int:
-    """Print `error: MESSAGE` on stderr and return `status`, so that a command ends with
-    `return fail(...)`: every command words its errors the same way."""
-    print(f"error: {message}", file=sys.stderr)
-    return status
+class CommandError(Exception):
+    """Stops a command: `main` prints `error: MESSAGE` on stderr and exits with `status`
+    (EXIT_USAGE for a wrong argument, EXIT_FAILED for what went wrong). A helper deep in a
+    command raises it instead of handing a status back up through every caller, and every
+    command words its errors the same way."""
+
+    def __init__(self, message: object, status: int = EXIT_FAILED) -> None:
+        super().__init__(str(message))
+        self.status = status
 
 
 def add_command(
@@ -29,11 +32,12 @@ def add_command(
     run: Callable[[argparse.Namespace], int],
     *,
     help: str,
-    description: str | None = None,
 ) -> argparse.ArgumentParser:
     """Declare one (sub)command of `sub` (an argparse subparsers action) and the function that
-    runs it (`main` calls `args.func(args)`); the caller adds its arguments."""
-    parser: argparse.ArgumentParser = sub.add_parser(name, help=help, description=description)
+    runs it (`main` calls `args.func(args)`); the caller adds its arguments. The function's
+    docstring is the command's `--help` description (argparse folds its white space), so what
+    a command does is written once, where it is done."""
+    parser: argparse.ArgumentParser = sub.add_parser(name, help=help, description=run.__doc__)
     parser.set_defaults(func=run)
     return parser
 
@@ -62,7 +66,7 @@ def ensure_dagster_home() -> Path:
 
 
 def open_instance() -> Any:
-    """The Dagster instance under DAGSTER_HOME, or None after printing why it cannot open."""
+    """The Dagster instance under DAGSTER_HOME; CommandError says why it cannot open."""
     from dagster import DagsterInstance
 
     home = ensure_dagster_home()
@@ -79,9 +83,7 @@ def open_instance() -> Any:
                 "name the driver in the PostgreSQL URL: postgresql+psycopg2://... "
                 "(a bare postgresql:// asks SQLAlchemy for psycopg 3, not installed)"
             )
-        print(
-            f"error: cannot open the Dagster instance at DAGSTER_HOME={home}: "
-            f"{type(exc).__name__}: {first_line}\nhint: {hint}",
-            file=sys.stderr,
-        )
-        return None
+        raise CommandError(
+            f"cannot open the Dagster instance at DAGSTER_HOME={home}: "
+            f"{type(exc).__name__}: {first_line}\nhint: {hint}"
+        ) from None

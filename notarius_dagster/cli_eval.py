@@ -8,7 +8,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from notarius_dagster.cli_common import EXIT_OK, EXIT_USAGE, add_command, fail
+from notarius_dagster.cli_common import EXIT_OK, EXIT_USAGE, CommandError, add_command
 
 
 def _pct(value: float | None) -> str:
@@ -80,23 +80,26 @@ def print_report(report: Any) -> None:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    """Per lane: precision, recall and F1 of the records by alias-aware name, the same
+    counting only records that cite a unit of their gold record, and citation precision. See
+    docs/evaluation.md."""
     from notarius_dagster.dnd.evaluation_fields import DND_MATCH_FIELDS
     from notarius_dagster.engine.errors import NotariusError
     from notarius_dagster.engine.evaluation import evaluate
 
     bundle, gold = Path(args.bundle), Path(args.gold)
     if not bundle.is_dir():
-        return fail(
+        raise CommandError(
             f"bundle {bundle.name!r} is not a folder (give a published bundle, "
             "e.g. BUNDLES/<session-id>)",
             EXIT_USAGE,
         )
     if not gold.is_file():
-        return fail(f"gold {gold.name!r} not found", EXIT_USAGE)
+        raise CommandError(f"gold {gold.name!r} not found", EXIT_USAGE)
     try:
         report = evaluate(bundle, gold, DND_MATCH_FIELDS)
     except NotariusError as exc:
-        return fail(exc)
+        raise CommandError(exc) from None
     if args.json:
         print(report.model_dump_json(indent=2))
     else:
@@ -105,15 +108,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def add_eval_parser(sub: Any) -> None:
-    parser = add_command(
-        sub,
-        "eval",
-        cmd_eval,
-        help="score a published bundle against a gold file",
-        description="Per lane: precision, recall and F1 of the records by alias-aware name, "
-        "the same counting only records that cite a unit of their gold record, and citation "
-        "precision. See docs/evaluation.md.",
-    )
+    parser = add_command(sub, "eval", cmd_eval, help="score a published bundle against a gold file")
     parser.add_argument("bundle", metavar="BUNDLE", help="a published bundle folder")
     parser.add_argument("--gold", required=True, help="the session's gold file (JSON)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")

@@ -17,10 +17,10 @@ from typing import Any
 from notarius_dagster.cli_common import (
     EXIT_OK,
     EXIT_USAGE,
+    CommandError,
     add_command,
     add_store_options,
     bundles_root,
-    fail,
 )
 
 
@@ -34,6 +34,9 @@ def _bundle_run_id(bundles: Path, session_id: str) -> str | None:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    """Print where the session's HTML report is (the `session_report` asset writes it beside
+    the bundles, at BUNDLES/.reports/SESSION.html). Exits 1 with how to build it when there is
+    none yet."""
     from notarius_dagster.engine.errors import SessionIdError
     from notarius_dagster.report import report_path, report_run_id
 
@@ -41,10 +44,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     try:
         path = report_path(bundles, args.session_id)
     except SessionIdError as exc:
-        return fail(exc, EXIT_USAGE)
+        raise CommandError(exc, EXIT_USAGE) from None
     session_id = args.session_id
     if not path.is_file():
-        return fail(
+        raise CommandError(
             f"session {session_id!r} has no report yet. Build it by materializing "
             f"`session_report` for partition {session_id!r} in the Dagster UI (it runs with "
             "the whole session), or with `notarius run TRANSCRIPT --config PROFILE --out "
@@ -71,9 +74,6 @@ def add_report_parser(sub: Any) -> None:
         "report",
         cmd_report,
         help="print the path of a session's HTML report (--open: open it)",
-        description="Print where the session's HTML report is (the `session_report` asset "
-        "writes it beside the bundles, at BUNDLES/.reports/SESSION.html). Exits 1 with how to "
-        "build it when there is none yet.",
     )
     parser.add_argument("session_id", metavar="SESSION", help="the session id")
     parser.add_argument("--open", action="store_true", help="open it in the default browser")
