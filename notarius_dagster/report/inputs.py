@@ -28,7 +28,7 @@ class Ref(View):
 
 
 class Scene(View):
-    scene_id: str
+    id: str = Field(alias="scene_id")  # every record of the report is known by its `id`
     kind: str
     title: str
     summary: str
@@ -93,28 +93,30 @@ class Interaction(View):
     source_refs: tuple[Ref, ...]
 
 
+# A lane file is one list of records under its kind's key; each view reads that key as
+# `records`, so the renderer walks any lane's records the same way.
 class SceneList(View):
-    scene_descriptions: tuple[Scene, ...]
+    records: tuple[Scene, ...] = Field(alias="scene_descriptions")
 
 
 class NpcList(View):
-    npcs: tuple[Npc, ...]
+    records: tuple[Npc, ...] = Field(alias="npcs")
 
 
 class CombatTurnList(View):
-    combat_turns: tuple[CombatTurn, ...]
+    records: tuple[CombatTurn, ...] = Field(alias="combat_turns")
 
 
 class SpellList(View):
-    spells: tuple[Spell, ...]
+    records: tuple[Spell, ...] = Field(alias="spells")
 
 
 class ItemEventList(View):
-    item_events: tuple[ItemEvent, ...]
+    records: tuple[ItemEvent, ...] = Field(alias="item_events")
 
 
 class InteractionList(View):
-    npc_interactions: tuple[Interaction, ...]
+    records: tuple[Interaction, ...] = Field(alias="npc_interactions")
 
 
 LaneDocument = SceneList | NpcList | CombatTurnList | SpellList | ItemEventList | InteractionList
