@@ -89,14 +89,27 @@ def _problems_metadata(problems: list[str]) -> dict[str, Any]:
     return {"problems": len(problems), "first_problems": problems[:MAX_LISTED_PROBLEMS]}
 
 
+def _nothing_accepted(
+    lane_key: AssetKey, check_name: str, description: str, metadata: dict[str, Any]
+) -> AssetCheckResult:
+    """A lane check that passes because the lane accepted no payload: there is nothing for it
+    to check (`rejection_rate` is the check that fails for that)."""
+    return AssetCheckResult(
+        asset_key=lane_key,
+        check_name=check_name,
+        passed=True,
+        description=description,
+        metadata=metadata,
+    )
+
+
 def schema_result(lane_key: AssetKey, result: LaneResult) -> AssetCheckResult:
     if result.payload is None:
-        return AssetCheckResult(
-            asset_key=lane_key,
-            check_name="schema_valid",
-            passed=True,
-            description="no accepted payload to validate (see rejection_rate)",
-            metadata={"kind": result.kind},
+        return _nothing_accepted(
+            lane_key,
+            "schema_valid",
+            "no accepted payload to validate (see rejection_rate)",
+            {"kind": result.kind},
         )
     problems = schema_problems(get_kind(result.kind), result.payload)
     return AssetCheckResult(
@@ -114,12 +127,8 @@ def refs_result(
     lane_key: AssetKey, result: LaneResult, document: SourceDocument
 ) -> AssetCheckResult:
     if result.payload is None:
-        return AssetCheckResult(
-            asset_key=lane_key,
-            check_name="source_refs_in_document",
-            passed=True,
-            description="no accepted payload to check",
-            metadata={"references": 0},
+        return _nothing_accepted(
+            lane_key, "source_refs_in_document", "no accepted payload to check", {"references": 0}
         )
     kind = get_kind(result.kind)
     try:

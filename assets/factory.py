@@ -230,6 +230,21 @@ def _fail_unexpected(exc: BaseException, what: str) -> Failure:
     return Failure(description=f"{what}: {cause_of(exc)}")
 
 
+def session_asset(name: str, group_name: str, **declared: Any) -> Any:
+    """`@asset` for one asset of the session graph: owned like every asset here, one partition
+    per session, Python writing JSON, materialized by the session automation condition. What
+    tells the assets apart (inputs, code version, pool, tags, description) is `declared`."""
+    return asset(
+        name=name,
+        group_name=group_name,
+        owners=owners(),
+        partitions_def=sessions_partitions,
+        kinds={"python", "json"},
+        automation_condition=session_condition(),
+        **declared,
+    )
+
+
 def missing_transcript_message(session_id: str) -> str:
     """Why a partition without a stored transcript cannot run, and how to give it one."""
     return (
@@ -249,15 +264,11 @@ def stored_transcript_digest(store: BundleStore, session_id: str) -> str | None:
 
 
 def build_source_document_asset(plan: RunPipeline) -> AssetsDefinition:
-    @asset(
-        name="source_document",
-        group_name=INGEST_GROUP,
-        owners=owners(),
-        partitions_def=sessions_partitions,
+    @session_asset(
+        "source_document",
+        INGEST_GROUP,
         deps=[TRANSCRIPT],
         code_version="1",
-        kinds={"python", "json"},
-        automation_condition=session_condition(),
         description="The session transcript parsed into ordered, validated source units. "
         "Depends on: transcript (the stored file). Fails, saying how to add one, when the "
         "session has no stored transcript.",
@@ -314,14 +325,10 @@ def build_source_document_asset(plan: RunPipeline) -> AssetsDefinition:
 
 
 def build_chunk_map_asset(plan: RunPipeline) -> AssetsDefinition:
-    @asset(
-        name="chunk_map",
-        group_name=INGEST_GROUP,
-        owners=owners(),
-        partitions_def=sessions_partitions,
+    @session_asset(
+        "chunk_map",
+        INGEST_GROUP,
         code_version=chunk_code_version(plan.pipeline),
-        kinds={"python", "json"},
-        automation_condition=session_condition(),
         description=f"Validated chunks ({plan.pipeline.chunk.module} chunker) of the source "
         "document. Depends on: source_document.",
     )
@@ -373,20 +380,16 @@ def build_lane_asset(plan: RunPipeline, lane: ResolvedLane) -> AssetsDefinition:
     for dep in lane.depends_on:
         ins[asset_name(dep)] = AssetIn(asset_name(dep))
 
-    @asset(
-        name=asset_name(lane.id),
-        group_name=LANES_GROUP,
-        owners=owners(),
-        partitions_def=sessions_partitions,
+    @session_asset(
+        asset_name(lane.id),
+        LANES_GROUP,
         ins=ins,
         code_version=lane_code_version(lane),
         pool="llm",
         # Ready lanes start before ready asset checks: a check step must not hold one of the
         # run's step slots while a lane that waits on the model could be running.
         op_tags={"dagster/priority": str(LANE_STEP_PRIORITY)},
-        kinds={"python", "json"},
         tags={"notarius/lane": lane.id},
-        automation_condition=session_condition(),
         description=lane_description(lane),
     )
     def lane_asset(
@@ -453,15 +456,11 @@ def build_bundle_asset(pipeline: ResolvedPipeline, *, with_evidence: bool) -> As
     if with_evidence:
         ins["evidence_context"] = AssetIn("evidence_context")
 
-    @asset(
-        name="session_bundle",
-        group_name=PUBLISH_GROUP,
-        owners=owners(),
-        partitions_def=sessions_partitions,
+    @session_asset(
+        "session_bundle",
+        PUBLISH_GROUP,
         ins=ins,
         code_version="1",
-        kinds={"python", "json"},
-        automation_condition=session_condition(),
         description="Writes manifest, index, warnings, rejections, chunk map and lane files, "
         "and publishes the bundle atomically. Depends on: source_document, chunk_map, every "
         "lane" + (", evidence_context." if with_evidence else ".") + " Its metadata links the "

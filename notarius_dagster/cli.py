@@ -18,6 +18,9 @@ from notarius_dagster.cli_common import (
     EXIT_FAILED,
     EXIT_OK,
     EXIT_USAGE,
+    CommandError,
+    add_command,
+    add_store_options,
     ensure_dagster_home,
     open_instance,
 )
@@ -67,10 +70,7 @@ def _run_in_workers(args: argparse.Namespace, paths: list[Path], jobs: int) -> i
     import multiprocessing
 
     _start_step_processes(args)
-    instance = open_instance()  # created once here: workers creating it at once would race
-    if instance is None:
-        return EXIT_FAILED
-    instance.dispose()
+    open_instance().dispose()  # created once here: workers creating it at once would race
     context = multiprocessing.get_context("forkserver")
     with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
         statuses = list(pool.map(_run_one_quietly, [args] * len(paths), paths))
@@ -188,6 +188,8 @@ def _run_one(
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    """Resolve a pipeline profile (lanes, modules, references, LLM profile) and print the
+    result."""
     from notarius_dagster.engine.errors import NotariusError
     from notarius_dagster.engine.resolution import resolve_profile_file
     from notarius_dagster.modules import load_modules
@@ -196,8 +198,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     try:
         resolved = resolve_profile_file(Path(args.config), llm_profile=args.llm_profile)
     except NotariusError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+        raise CommandError(exc) from None
     summary: dict[str, Any] = {
         "pipeline": resolved.pipeline_id,
         "digest": resolved.digest,
@@ -220,12 +221,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_sessions_list(args: argparse.Namespace) -> int:
+    """Every session partition with its last run's status, when its bundle was last
+    materialized, and whether a bundle is published."""
     from notarius_dagster.run_guard import fail_orphaned_cli_runs
     from notarius_dagster.sessions import session_rows
 
     instance = open_instance()
-    if instance is None:
-        return EXIT_FAILED
     fail_orphaned_cli_runs(instance)  # a killed `notarius run` must not look in progress
     with instance:
         rows = session_rows(instance, store_paths(data=args.data, bundles=args.bundles))
@@ -256,35 +257,38 @@ def cmd_sessions_list(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_sessions_add(args: argparse.Namespace) -> int:
-    from notarius_dagster.engine.errors import NotariusError
+def _session_id(given: str | None, *, transcript: Path | None = None) -> str:
+    """The session a `sessions` command acts on: `given` when it is set, else the id derived
+    from the transcript's file name. Not a valid session id: a usage error (exit 2)."""
+    from notarius_dagster.engine.errors import SessionIdError
     from notarius_dagster.engine.session_ids import session_id_from_filename, validate_session_id
+
+    try:
+        if given or transcript is None:
+            return validate_session_id(given or "")
+        return session_id_from_filename(transcript.name)
+    except SessionIdError as exc:
+        raise CommandError(exc, EXIT_USAGE) from None
+
+
+def cmd_sessions_add(args: argparse.Namespace) -> int:
+    """Store the transcript under the session id (derived from the file name unless
+    --session-id), add its partition and record the transcript on the instance. Nothing runs:
+    the automation sensor, the UI or `notarius run` materialize it."""
+    from notarius_dagster.engine.errors import NotariusError
     from notarius_dagster.sessions import add_session
 
     path = Path(args.path)
     if not path.is_file():
-        print(f"error: transcript {path.name!r} not found", file=sys.stderr)
-        return EXIT_USAGE
-    try:
-        session_id = (
-            validate_session_id(args.session_id)
-            if args.session_id
-            else session_id_from_filename(path.name)
-        )
-    except NotariusError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    instance = open_instance()
-    if instance is None:
-        return EXIT_FAILED
-    with instance:
+        raise CommandError(f"transcript {path.name!r} not found", EXIT_USAGE)
+    session_id = _session_id(args.session_id, transcript=path)
+    with open_instance() as instance:
         try:
             added = add_session(
                 instance, session_id, path, store_paths(data=args.data, bundles=args.bundles)
             )
         except NotariusError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return EXIT_FAILED
+            raise CommandError(exc) from None
     what = (
         "added" if added.new_partition else "updated" if added.transcript_changed else "unchanged"
     )
@@ -302,8 +306,9 @@ def _confirm(question: str) -> bool:
 
 
 def cmd_sessions_delete(args: argparse.Namespace) -> int:
-    from notarius_dagster.engine.errors import SessionIdError
-    from notarius_dagster.engine.session_ids import validate_session_id
+    """Remove a session: its published bundle, stored transcript and per-asset values, its
+    runs with their materializations and check results, and its partition. Asks first unless
+    --yes. Checkpoints stay (they are shared by content, not owned by a session)."""
     from notarius_dagster.sessions import (
         SESSIONS_PARTITIONS,
         delete_session,
@@ -311,41 +316,29 @@ def cmd_sessions_delete(args: argparse.Namespace) -> int:
         runs_in_progress,
     )
 
-    try:
-        session_id = validate_session_id(args.session_id)
-    except SessionIdError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    instance = open_instance()
-    if instance is None:
-        return EXIT_FAILED
-    with instance:
+    session_id = _session_id(args.session_id)
+    with open_instance() as instance:
         if not is_session(instance, session_id):
-            print(
-                f"error: unknown session {session_id!r}: it is not a partition of "
+            raise CommandError(
+                f"unknown session {session_id!r}: it is not a partition of "
                 f"{SESSIONS_PARTITIONS!r} on the instance at DAGSTER_HOME="
-                f"{os.environ['DAGSTER_HOME']}; `notarius sessions list` shows the sessions",
-                file=sys.stderr,
+                f"{os.environ['DAGSTER_HOME']}; `notarius sessions list` shows the sessions"
             )
-            return EXIT_FAILED
         busy = runs_in_progress(instance, session_id)
         if busy and not args.force:
-            print(
-                f"error: session {session_id!r} has {len(busy)} run(s) in progress "
+            raise CommandError(
+                f"session {session_id!r} has {len(busy)} run(s) in progress "
                 f"({', '.join(r.run_id[:8] + ' ' + r.status.value for r in busy)}); wait or "
                 "cancel them in the UI, or pass --force if they are dead (an interrupted "
-                "`notarius run` leaves its run STARTED)",
-                file=sys.stderr,
+                "`notarius run` leaves its run STARTED)"
             )
-            return EXIT_FAILED
         if not args.yes:
             if not sys.stdin.isatty():
-                print(
-                    f"error: refusing to delete session {session_id!r} without confirmation: "
+                raise CommandError(
+                    f"refusing to delete session {session_id!r} without confirmation: "
                     "no terminal to ask on; pass --yes to confirm",
-                    file=sys.stderr,
+                    EXIT_USAGE,
                 )
-                return EXIT_USAGE
             if not _confirm(
                 f"Delete session {session_id!r}: its partition, runs, "
                 "materializations, bundle, transcript and asset values?"
@@ -428,20 +421,11 @@ def _positive_int(text: str) -> int:
 
 
 def add_validate_command(sub: Any) -> None:
-    validate = sub.add_parser(
-        "validate",
-        help="resolve a profile without running anything",
-        description="Resolve a pipeline profile (lanes, modules, "
-        "references, LLM profile) and print the result.",
+    validate = add_command(
+        sub, "validate", cmd_validate, help="resolve a profile without running anything"
     )
     validate.add_argument("config")
     validate.add_argument("--llm-profile")
-    validate.set_defaults(func=cmd_validate)
-
-
-def _store_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--data", help="store root (default NOTARIUS_DATA or ./var/data)")
-    parser.add_argument("--bundles", help="bundle root (default NOTARIUS_BUNDLES or DATA/bundles)")
 
 
 def add_sessions_commands(sub: Any) -> None:
@@ -451,41 +435,29 @@ def add_sessions_commands(sub: Any) -> None:
         description="Sessions on the Dagster instance under DAGSTER_HOME.",
     )
     actions = sessions.add_subparsers(dest="action", required=True, metavar="ACTION")
-    listing = actions.add_parser(
-        "list",
-        help="every session with its last run and bundle",
-        description="Every session partition with its last run's status, when its bundle was "
-        "last materialized, and whether a bundle is published.",
+    listing = add_command(
+        actions, "list", cmd_sessions_list, help="every session with its last run and bundle"
     )
     listing.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    _store_options(listing)
-    listing.set_defaults(func=cmd_sessions_list)
-    add = actions.add_parser(
+    add_store_options(listing)
+    add = add_command(
+        actions,
         "add",
+        cmd_sessions_add,
         help="register a session (store its transcript, add its partition) without running it",
-        description="Store the transcript under the session id (derived from the file name "
-        "unless --session-id), add its partition and record the transcript on the instance. "
-        "Nothing runs: the automation sensor, the UI or `notarius run` materialize it.",
     )
     add.add_argument("path", metavar="PATH", help="transcript (.jsonl, .vtt, .srt, .txt)")
     add.add_argument("--session-id", help="default: derived from the file name")
-    _store_options(add)
-    add.set_defaults(func=cmd_sessions_add)
-    delete = actions.add_parser(
-        "delete",
-        help="remove a session and everything stored for it",
-        description="Remove a session: its published bundle, stored transcript and per-asset "
-        "values, its runs with their materializations and check results, and its "
-        "partition. Asks first unless --yes. Checkpoints stay (they are shared by "
-        "content, not owned by a session).",
+    add_store_options(add)
+    delete = add_command(
+        actions, "delete", cmd_sessions_delete, help="remove a session and everything stored for it"
     )
     delete.add_argument("session_id", metavar="ID", help="the session id (see `sessions list`)")
     delete.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
     delete.add_argument(
         "--force", action="store_true", help="delete even if a run of the session looks in progress"
     )
-    _store_options(delete)
-    delete.set_defaults(func=cmd_sessions_delete)
+    add_store_options(delete)
 
 
 # One registrar per top-level command, in the order `--help` lists them. A new command (the
@@ -513,6 +485,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
+    except CommandError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.status
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -1,17 +1,58 @@
-"""What every `notarius` command shares: exit codes, the Dagster home and opening its
-instance."""
+"""What every `notarius` command shares: exit codes, how a command stops on an error, how a
+(sub)command and its store options are declared, the Dagster home and opening its instance."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
-import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from notarius_dagster.store import REPO_ROOT
+from notarius_dagster.store import REPO_ROOT, store_paths
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+class CommandError(Exception):
+    """Stops a command: `main` prints `error: MESSAGE` on stderr and exits with `status`
+    (EXIT_USAGE for a wrong argument, EXIT_FAILED for what went wrong). A helper deep in a
+    command raises it instead of handing a status back up through every caller, and every
+    command words its errors the same way."""
+
+    def __init__(self, message: object, status: int = EXIT_FAILED) -> None:
+        super().__init__(str(message))
+        self.status = status
+
+
+def add_command(
+    sub: Any,
+    name: str,
+    run: Callable[[argparse.Namespace], int],
+    *,
+    help: str,
+) -> argparse.ArgumentParser:
+    """Declare one (sub)command of `sub` (an argparse subparsers action) and the function that
+    runs it (`main` calls `args.func(args)`); the caller adds its arguments. The function's
+    docstring is the command's `--help` description (argparse folds its white space), so what
+    a command does is written once, where it is done."""
+    parser: argparse.ArgumentParser = sub.add_parser(name, help=help, description=run.__doc__)
+    parser.set_defaults(func=run)
+    return parser
+
+
+def add_store_options(parser: argparse.ArgumentParser) -> None:
+    """--data and --bundles, worded alike on every command that reads the store (add them last:
+    `--help` lists options in the order they were added)."""
+    parser.add_argument("--data", help="store root (default NOTARIUS_DATA or ./var/data)")
+    parser.add_argument("--bundles", help="bundle root (default NOTARIUS_BUNDLES or DATA/bundles)")
+
+
+def bundles_root(args: argparse.Namespace) -> Path:
+    """--bundles, else the root the code location publishes to (NOTARIUS_BUNDLES, else
+    <--data or NOTARIUS_DATA>/bundles): the store layout's one rule (`store_paths`)."""
+    return store_paths(data=args.data, bundles=args.bundles).bundles
 
 
 def ensure_dagster_home() -> Path:
@@ -25,7 +66,7 @@ def ensure_dagster_home() -> Path:
 
 
 def open_instance() -> Any:
-    """The Dagster instance under DAGSTER_HOME, or None after printing why it cannot open."""
+    """The Dagster instance under DAGSTER_HOME; CommandError says why it cannot open."""
     from dagster import DagsterInstance
 
     home = ensure_dagster_home()
@@ -42,9 +83,7 @@ def open_instance() -> Any:
                 "name the driver in the PostgreSQL URL: postgresql+psycopg2://... "
                 "(a bare postgresql:// asks SQLAlchemy for psycopg 3, not installed)"
             )
-        print(
-            f"error: cannot open the Dagster instance at DAGSTER_HOME={home}: "
-            f"{type(exc).__name__}: {first_line}\nhint: {hint}",
-            file=sys.stderr,
-        )
-        return None
+        raise CommandError(
+            f"cannot open the Dagster instance at DAGSTER_HOME={home}: "
+            f"{type(exc).__name__}: {first_line}\nhint: {hint}"
+        ) from None

@@ -5,11 +5,10 @@ JSON for scripts. docs/evaluation.md says how each number is computed."""
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
-from notarius_dagster.cli_common import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from notarius_dagster.cli_common import EXIT_OK, EXIT_USAGE, CommandError, add_command
 
 
 def _pct(value: float | None) -> str:
@@ -81,6 +80,9 @@ def print_report(report: Any) -> None:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    """Per lane: precision, recall and F1 of the records by alias-aware name, the same
+    counting only records that cite a unit of their gold record, and citation precision. See
+    docs/evaluation.md."""
     from notarius_dagster.dnd import load_lanes
     from notarius_dagster.engine.errors import NotariusError
     from notarius_dagster.engine.evaluation import evaluate
@@ -88,21 +90,18 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     bundle, gold = Path(args.bundle), Path(args.gold)
     if not bundle.is_dir():
-        print(
-            f"error: bundle {bundle.name!r} is not a folder (give a published bundle, "
+        raise CommandError(
+            f"bundle {bundle.name!r} is not a folder (give a published bundle, "
             "e.g. BUNDLES/<session-id>)",
-            file=sys.stderr,
+            EXIT_USAGE,
         )
-        return EXIT_USAGE
     if not gold.is_file():
-        print(f"error: gold {gold.name!r} not found", file=sys.stderr)
-        return EXIT_USAGE
+        raise CommandError(f"gold {gold.name!r} not found", EXIT_USAGE)
     try:
         load_lanes()  # each lane declares what the evaluation matches its records on
         report = evaluate(bundle, gold, registered_match_fields())
     except NotariusError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+        raise CommandError(exc) from None
     if args.json:
         print(report.model_dump_json(indent=2))
     else:
@@ -111,14 +110,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def add_eval_parser(sub: Any) -> None:
-    parser = sub.add_parser(
-        "eval",
-        help="score a published bundle against a gold file",
-        description="Per lane: precision, recall and F1 of the records by alias-aware name, "
-        "the same counting only records that cite a unit of their gold record, and citation "
-        "precision. See docs/evaluation.md.",
-    )
+    parser = add_command(sub, "eval", cmd_eval, help="score a published bundle against a gold file")
     parser.add_argument("bundle", metavar="BUNDLE", help="a published bundle folder")
     parser.add_argument("--gold", required=True, help="the session's gold file (JSON)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.set_defaults(func=cmd_eval)

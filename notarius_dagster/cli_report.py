@@ -14,15 +14,14 @@ import webbrowser
 from pathlib import Path
 from typing import Any
 
-from notarius_dagster.cli_common import EXIT_FAILED, EXIT_OK, EXIT_USAGE
-
-
-def _bundles_root(args: argparse.Namespace) -> Path:
-    """--bundles, else the root the code location publishes to (NOTARIUS_BUNDLES, else
-    <--data or NOTARIUS_DATA>/bundles): the store layout's one rule (`store_paths`)."""
-    from notarius_dagster.store import store_paths
-
-    return store_paths(data=args.data, bundles=args.bundles).bundles
+from notarius_dagster.cli_common import (
+    EXIT_OK,
+    EXIT_USAGE,
+    CommandError,
+    add_command,
+    add_store_options,
+    bundles_root,
+)
 
 
 def _bundle_run_id(bundles: Path, session_id: str) -> str | None:
@@ -35,25 +34,25 @@ def _bundle_run_id(bundles: Path, session_id: str) -> str | None:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    """Print where the session's HTML report is (the `session_report` asset writes it beside
+    the bundles, at BUNDLES/.reports/SESSION.html). Exits 1 with how to build it when there is
+    none yet."""
     from notarius_dagster.engine.errors import SessionIdError
     from notarius_dagster.report import report_path, report_run_id
 
-    bundles = _bundles_root(args)
+    bundles = bundles_root(args)
     try:
         path = report_path(bundles, args.session_id)
     except SessionIdError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        raise CommandError(exc, EXIT_USAGE) from None
     session_id = args.session_id
     if not path.is_file():
-        print(
-            f"error: session {session_id!r} has no report yet. Build it by materializing "
+        raise CommandError(
+            f"session {session_id!r} has no report yet. Build it by materializing "
             f"`session_report` for partition {session_id!r} in the Dagster UI (it runs with "
             "the whole session), or with `notarius run TRANSCRIPT --config PROFILE --out "
-            "BUNDLES --session-id " + session_id + "`",
-            file=sys.stderr,
+            "BUNDLES --session-id " + session_id + "`"
         )
-        return EXIT_FAILED
     published = _bundle_run_id(bundles, session_id)
     rendered = report_run_id(path)
     if published is not None and rendered != published:
@@ -70,15 +69,12 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def add_report_parser(sub: Any) -> None:
-    parser = sub.add_parser(
+    parser = add_command(
+        sub,
         "report",
+        cmd_report,
         help="print the path of a session's HTML report (--open: open it)",
-        description="Print where the session's HTML report is (the `session_report` asset "
-        "writes it beside the bundles, at BUNDLES/.reports/SESSION.html). Exits 1 with how to "
-        "build it when there is none yet.",
     )
     parser.add_argument("session_id", metavar="SESSION", help="the session id")
     parser.add_argument("--open", action="store_true", help="open it in the default browser")
-    parser.add_argument("--data", help="store root (default NOTARIUS_DATA or ./var/data)")
-    parser.add_argument("--bundles", help="bundle root (default NOTARIUS_BUNDLES or DATA/bundles)")
-    parser.set_defaults(func=cmd_report)
+    add_store_options(parser)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from dagster import DagsterInstance
@@ -14,6 +15,10 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 from notarius_dagster.engine.inputs import document_digest  # noqa: E402
 from notarius_dagster.engine.models import SourceDocument, SourceUnit  # noqa: E402
 from notarius_dagster.modules import load_modules  # noqa: E402
+from tests.browser import launched_chromium  # noqa: E402
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "data"
@@ -66,3 +71,11 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pa
     monkeypatch.setenv("DAGSTER_HOME", str(home))
     monkeypatch.setenv("NOTARIUS_DATA", str(tmp_path / "data"))
     yield tmp_path
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """Debian's headless Chromium for the browser tests, one per test module (tests/browser.py
+    says how it is launched; it skips, or fails on CI, when Chromium is missing)."""
+    with launched_chromium() as launched:
+        yield launched

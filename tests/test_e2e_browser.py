@@ -11,7 +11,6 @@ matching after a Dagster upgrade, the screenshot saved on failure shows what the
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +20,7 @@ import pytest
 from dagster import DagsterInstance
 
 from notarius_dagster.engine.transcripts import register_transcript
+from tests.browser import artifacts
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
@@ -29,48 +29,11 @@ if TYPE_CHECKING:
 
 pytest_plugins = ["tests.e2e_servers"]
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "samples" / "crd3-c2e001-slice.jsonl"
 SESSION = "e2e-browser"
 RUN_TIMEOUT_MS = 240_000
 UI_TIMEOUT_MS = 30_000
-
-
-def artifacts() -> Path:
-    folder = Path(os.environ.get("NOTARIUS_TEST_ARTIFACTS") or REPO / "var" / "test-artifacts")
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    if not CHROMIUM.exists():
-        reason = (
-            f"{CHROMIUM} is missing: install Debian's chromium (apt-get install "
-            "chromium); Playwright's own browser download is not used"
-        )
-        if os.environ.get("CI"):  # .ci/run installs it: missing there is a failure
-            pytest.fail(reason)
-        pytest.skip(reason)
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            yield browser
-        finally:
-            browser.close()
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ var/test-artifacts/); docs/img/session-report.png is a copy of `session-report-t
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +18,7 @@ import pytest
 
 from notarius_dagster.report import load_bundle, render_report, write_report
 from notarius_dagster.report.render import TARGET_BACKGROUND
-from tests.test_e2e_browser import CHROMIUM, CHROMIUM_ARGS
+from tests.browser import artifacts
 from tests.test_report import (
     HOSTILE_NAME,
     HOSTILE_UNIT,
@@ -31,34 +30,7 @@ from tests.test_report import (
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
 
-REPO = Path(__file__).resolve().parent.parent
 SECTIONS = ("scenes", "npcs", "combat", "spells", "items", "interactions", "issues", "transcript")
-
-
-def artifacts() -> Path:
-    folder = Path(os.environ.get("NOTARIUS_TEST_ARTIFACTS") or REPO / "var" / "test-artifacts")
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    if not CHROMIUM.exists():
-        reason = (
-            f"{CHROMIUM} is missing: install Debian's chromium (apt-get install "
-            "chromium); Playwright's own browser download is not used"
-        )
-        if os.environ.get("CI"):  # .ci/run installs it: missing there is a failure
-            pytest.fail(reason)
-        pytest.skip(reason)
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            yield browser
-        finally:
-            browser.close()
 
 
 class Watched:

@@ -42,6 +42,11 @@ def _table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+def _texts(*values: object) -> list[str]:
+    """A row of plain values, each escaped as text (most codex tables hold nothing else)."""
+    return [text(v) for v in values]
+
+
 def _session_link(session: str) -> str:
     return f'<a href="{REPORTS_FROM_PAGE}/{token(session)}.html">{text(session)}</a>'
 
@@ -124,13 +129,7 @@ def render_codex_page(codex: Codex) -> str:
         _table(
             ["item", "status", "holder", "since", "events"],
             (
-                [
-                    text(h.item),
-                    text(h.status),
-                    text(h.holder),
-                    text(f"{h.session} {h.event_id}"),
-                    text(h.events),
-                ]
+                _texts(h.item, h.status, h.holder, f"{h.session} {h.event_id}", h.events)
                 for h in codex.item_holders
             ),
         )
@@ -159,7 +158,7 @@ def render_codex_page(codex: Codex) -> str:
         _table(
             ["caster", "spell", "count", "sessions"],
             (
-                [text(s.caster), text(s.spell), text(s.count), text(", ".join(s.sessions))]
+                _texts(s.caster, s.spell, s.count, ", ".join(s.sessions))
                 for s in codex.spells_by_caster
             ),
         )
@@ -169,12 +168,7 @@ def render_codex_page(codex: Codex) -> str:
         _table(
             ["spell", "count", "casters", "sessions"],
             (
-                [
-                    text(s.spell),
-                    text(s.count),
-                    text(", ".join(s.casters)),
-                    text(", ".join(s.sessions)),
-                ]
+                _texts(s.spell, s.count, ", ".join(s.casters), ", ".join(s.sessions))
                 for s in codex.spells
             ),
         )

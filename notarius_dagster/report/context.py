@@ -63,20 +63,8 @@ class PageContext:
 
 
 def _record_ids(lane: LaneOutput) -> Sequence[str]:
-    doc = lane.document
-    if isinstance(doc, SceneList):
-        return [s.scene_id for s in doc.scene_descriptions]
-    if isinstance(doc, NpcList):
-        return [n.id for n in doc.npcs]
-    if isinstance(doc, CombatTurnList):
-        return [t.id for t in doc.combat_turns]
-    if isinstance(doc, SpellList):
-        return [s.id for s in doc.spells]
-    if isinstance(doc, ItemEventList):
-        return [i.id for i in doc.item_events]
-    if isinstance(doc, InteractionList):
-        return [i.id for i in doc.npc_interactions]
-    return []
+    """The ids of a lane's records in file order (none when the report cannot read it)."""
+    return [record.id for record in lane.document.records] if lane.document else []
 
 
 def _ground(ctx: PageContext, npc_id: str | None, citer: Citer) -> None:
@@ -99,29 +87,29 @@ def build_context(inputs: ReportInputs) -> PageContext:
     for lane in inputs.outputs:
         doc = lane.document
         if isinstance(doc, NpcList):
-            for i, npc in enumerate(doc.npcs):
+            for i, npc in enumerate(doc.records):
                 ctx.npc_anchors.setdefault(npc.id, ctx.anchor(lane, i))
                 ctx.npc_names.setdefault(npc.id, npc.name)
         elif isinstance(doc, SceneList):
-            for i, scene in enumerate(doc.scene_descriptions):
+            for i, scene in enumerate(doc.records):
                 anchor = ctx.anchor(lane, i)
-                ctx.scene_anchors.setdefault(scene.scene_id, anchor)
+                ctx.scene_anchors.setdefault(scene.id, anchor)
                 first = position_of.get(scene.source_ref.start_unit_id)
                 last = position_of.get(scene.source_ref.end_unit_id)
                 if first is not None and last is not None and first <= last:
                     ctx.scenes.append(PlacedScene(scene, anchor, first, last))
         elif isinstance(doc, CombatTurnList):
-            for i, turn in enumerate(doc.combat_turns):
+            for i, turn in enumerate(doc.records):
                 _ground(ctx, turn.actor_npc_id, ctx.citer(lane, i, turn.id))
         elif isinstance(doc, SpellList):
-            for i, spell in enumerate(doc.spells):
+            for i, spell in enumerate(doc.records):
                 _ground(ctx, spell.caster_npc_id, ctx.citer(lane, i, spell.id))
         elif isinstance(doc, ItemEventList):
-            for i, event in enumerate(doc.item_events):
+            for i, event in enumerate(doc.records):
                 _ground(ctx, event.from_npc_id, ctx.citer(lane, i, event.id))
                 _ground(ctx, event.to_npc_id, ctx.citer(lane, i, event.id))
         elif isinstance(doc, InteractionList):
-            for i, interaction in enumerate(doc.npc_interactions):
+            for i, interaction in enumerate(doc.records):
                 _ground(ctx, interaction.npc_id, ctx.citer(lane, i, interaction.id))
     ctx.scenes.sort(key=lambda s: (s.first, s.last))
     return ctx

@@ -2,8 +2,9 @@
 
 These are the consumer-side shapes of the files bundle.md describes (lane files of schema
 version v1, the evidence context, warnings, rejections, the parts of the index and manifest the
-page shows), not the producers' models: the report reads what was published and ignores keys it
-does not use, as bundle.md asks of every consumer. Every string here is untrusted text to the
+page shows), not the producers' models (a warning, whose fields are all the report shows, is the
+engine's model read leniently): the report reads what was published and ignores keys it does
+not use, as bundle.md asks of every consumer. Every string here is untrusted text to the
 renderer, whatever file it came from."""
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from notarius_dagster.engine.models import RunWarning
 
 
 class View(BaseModel):
@@ -28,7 +31,7 @@ class Ref(View):
 
 
 class Scene(View):
-    scene_id: str
+    id: str = Field(alias="scene_id")  # every record of the report is known by its `id`
     kind: str
     title: str
     summary: str
@@ -93,28 +96,30 @@ class Interaction(View):
     source_refs: tuple[Ref, ...]
 
 
+# A lane file is one list of records under its kind's key; each view reads that key as
+# `records`, so the renderer walks any lane's records the same way.
 class SceneList(View):
-    scene_descriptions: tuple[Scene, ...]
+    records: tuple[Scene, ...] = Field(alias="scene_descriptions")
 
 
 class NpcList(View):
-    npcs: tuple[Npc, ...]
+    records: tuple[Npc, ...] = Field(alias="npcs")
 
 
 class CombatTurnList(View):
-    combat_turns: tuple[CombatTurn, ...]
+    records: tuple[CombatTurn, ...] = Field(alias="combat_turns")
 
 
 class SpellList(View):
-    spells: tuple[Spell, ...]
+    records: tuple[Spell, ...] = Field(alias="spells")
 
 
 class ItemEventList(View):
-    item_events: tuple[ItemEvent, ...]
+    records: tuple[ItemEvent, ...] = Field(alias="item_events")
 
 
 class InteractionList(View):
-    npc_interactions: tuple[Interaction, ...]
+    records: tuple[Interaction, ...] = Field(alias="npc_interactions")
 
 
 LaneDocument = SceneList | NpcList | CombatTurnList | SpellList | ItemEventList | InteractionList
@@ -156,12 +161,12 @@ class Evidence(View):
     contexts: tuple[EvidenceWindow, ...]
 
 
-class WarningEntry(View):
-    stage: str
-    code: str
-    message: str
-    lane: str | None = None
-    chunk_id: str | None = None
+class WarningEntry(RunWarning):
+    """The engine's warning (`RunWarning`: code, message, lane, chunk) as a reader takes it:
+    blind to keys added later, and any stage name, not only the stages this version knows."""
+
+    model_config = View.model_config
+    stage: str  # type: ignore[assignment]  # wider than the engine's Literal, on purpose
 
 
 class RejectionEntry(View):

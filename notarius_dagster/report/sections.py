@@ -4,8 +4,9 @@ come from the page context's anchors; class names from the fixed tables here."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
 from notarius_dagster.report.context import PageContext, PlacedScene
 from notarius_dagster.report.inputs import (
@@ -60,6 +61,39 @@ def _row(anchor: str, cells: Sequence[str]) -> str:
     return f'<tr class="record" id="{anchor}">' + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
 
 
+class _Cited(Protocol):
+    """A record shown as a table row: every such kind has an id and citations."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def source_refs(self) -> tuple[Ref, ...]: ...
+
+
+Tabled = TypeVar("Tabled", bound=_Cited)
+
+
+def _records_table(
+    ctx: PageContext,
+    lane: LaneOutput,
+    numbered: Iterable[tuple[int, Tabled]],
+    head: Sequence[str],
+    cells: Callable[[Tabled], Sequence[str]],
+) -> str:
+    """A table of records (each with its position in the lane file): the record's id first,
+    its citations last, and between them the kind's own `cells` under `head`; every row is
+    the record's anchor, so citations and names link to it."""
+    rows = [
+        _row(
+            ctx.anchor(lane, i),
+            [text(r.id), *cells(r), _cites(ctx, lane, i, r.id, r.source_refs)],
+        )
+        for i, r in numbered
+    ]
+    return _table([*head, "Cites"], rows)
+
+
 # --- scenes --------------------------------------------------------------------------------
 
 
@@ -79,25 +113,19 @@ def _contents_by_scene(ctx: PageContext) -> dict[str, dict[str, int]]:
 
 
 def _refs_of(lane: LaneOutput) -> list[Sequence[Ref]]:
+    """Each record's citations, in file order; none for scenes (a scene is a range itself,
+    `source_ref`, and other records are counted inside it) or an unreadable lane."""
     doc = lane.document
-    if isinstance(doc, NpcList):
-        return [n.source_refs for n in doc.npcs]
-    if isinstance(doc, CombatTurnList):
-        return [t.source_refs for t in doc.combat_turns]
-    if isinstance(doc, SpellList):
-        return [s.source_refs for s in doc.spells]
-    if isinstance(doc, ItemEventList):
-        return [e.source_refs for e in doc.item_events]
-    if isinstance(doc, InteractionList):
-        return [i.source_refs for i in doc.npc_interactions]
-    return []
+    if doc is None or isinstance(doc, SceneList):
+        return []
+    return [record.source_refs for record in doc.records]
 
 
 def scenes_body(ctx: PageContext, lane: LaneOutput) -> str:
     assert isinstance(lane.document, SceneList)
     contents = _contents_by_scene(ctx)
     items = []
-    for i, scene in enumerate(lane.document.scene_descriptions):
+    for i, scene in enumerate(lane.document.records):
         anchor = ctx.anchor(lane, i)
         kind = f"kind-{scene.kind}" if scene.kind in SCENE_KINDS else "kind-other"
         inside = contents.get(anchor, {})
@@ -110,7 +138,7 @@ def scenes_body(ctx: PageContext, lane: LaneOutput) -> str:
             f'<li class="record scene {kind}" id="{anchor}">'
             f'<h3><span class="badge {kind}">{text(scene.kind)}</span> {text(scene.title)}</h3>'
             f'<p class="summary">{_or_none(scene.summary)}</p>'
-            f'<p class="meta">{text(scene.scene_id)} &#183; units '
+            f'<p class="meta">{text(scene.id)} &#183; units '
             f"{ctx.citations.cite_whole(scene.source_ref)}"
             + (f" &#183; {summary}" if summary else "")
             + "</p></li>"
@@ -124,7 +152,7 @@ def scenes_body(ctx: PageContext, lane: LaneOutput) -> str:
 def npcs_body(ctx: PageContext, lane: LaneOutput) -> str:
     assert isinstance(lane.document, NpcList)
     cards = []
-    for i, npc in enumerate(lane.document.npcs):
+    for i, npc in enumerate(lane.document.records):
         anchor = ctx.anchor(lane, i)
         scenes: list[PlacedScene] = []
         for ref in npc.source_refs:
@@ -145,9 +173,7 @@ def npcs_body(ctx: PageContext, lane: LaneOutput) -> str:
         )
         if scenes:
             parts.append(
-                "<p>Scenes: "
-                + ", ".join(link(s.anchor, text(s.scene.scene_id)) for s in scenes)
-                + "</p>"
+                "<p>Scenes: " + ", ".join(link(s.anchor, text(s.scene.id)) for s in scenes) + "</p>"
             )
         if named_by:
             parts.append(
@@ -182,40 +208,38 @@ def _runs(turns: Numbered) -> list[tuple[int | None, Numbered]]:
 def combat_body(ctx: PageContext, lane: LaneOutput) -> str:
     assert isinstance(lane.document, CombatTurnList)
     fights: list[tuple[PlacedScene | None, Numbered]] = []
-    for i, turn in enumerate(lane.document.combat_turns):
+    for i, turn in enumerate(lane.document.records):
         scene = ctx.scene_at(ctx.citations.first_unit(turn.source_refs))
         if fights and fights[-1][0] == scene:
             fights[-1][1].append((i, turn))
         else:
             fights.append((scene, [(i, turn)]))
-    head = ["Turn", "Actor", "Action", "Targets", "Hit", "Damage", "Effect", "Cites"]
+    head = ["Turn", "Actor", "Action", "Targets", "Hit", "Damage", "Effect"]
     parts = []
     for scene, turns in fights:
         where = (
-            f"In {link(scene.anchor, text(scene.scene.scene_id))}: {text(scene.scene.title)}"
+            f"In {link(scene.anchor, text(scene.scene.id))}: {text(scene.scene.title)}"
             if scene
             else "Outside any scene"
         )
         parts.append(f'<div class="fight"><h3>{where}</h3>')
         for round_, members in _runs(turns):
             title = f"Round {text(round_)}" if round_ is not None else "Round not stated"
-            rows = [
-                _row(
-                    ctx.anchor(lane, i),
-                    [
-                        text(t.id),
-                        ctx.named(t.actor, t.actor_npc_id),
-                        text(t.action),
-                        _names(t.targets),
-                        _hit(t.outcome.hit),
-                        _or_none(t.outcome.damage),
-                        _or_none(t.outcome.effect),
-                        _cites(ctx, lane, i, t.id, t.source_refs),
-                    ],
-                )
-                for i, t in members
-            ]
-            parts.append(f"<h4>{title}</h4>{_table(head, rows)}")
+            table = _records_table(
+                ctx,
+                lane,
+                members,
+                head,
+                lambda t: [
+                    ctx.named(t.actor, t.actor_npc_id),
+                    text(t.action),
+                    _names(t.targets),
+                    _hit(t.outcome.hit),
+                    _or_none(t.outcome.damage),
+                    _or_none(t.outcome.effect),
+                ],
+            )
+            parts.append(f"<h4>{title}</h4>{table}")
         parts.append("</div>")
     return "".join(parts)
 
@@ -231,61 +255,52 @@ def _level(level: int | None) -> str:
 
 def spells_body(ctx: PageContext, lane: LaneOutput) -> str:
     assert isinstance(lane.document, SpellList)
-    rows = [
-        _row(
-            ctx.anchor(lane, i),
-            [
-                text(s.id),
-                text(s.spell),
-                _level(s.level),
-                ctx.named(s.caster, s.caster_npc_id),
-                _names(s.targets),
-                _or_none(s.outcome),
-                _cites(ctx, lane, i, s.id, s.source_refs),
-            ],
-        )
-        for i, s in enumerate(lane.document.spells)
-    ]
-    return _table(["Cast", "Spell", "Level", "Caster", "Targets", "Outcome", "Cites"], rows)
+    return _records_table(
+        ctx,
+        lane,
+        enumerate(lane.document.records),
+        ["Cast", "Spell", "Level", "Caster", "Targets", "Outcome"],
+        lambda s: [
+            text(s.spell),
+            _level(s.level),
+            ctx.named(s.caster, s.caster_npc_id),
+            _names(s.targets),
+            _or_none(s.outcome),
+        ],
+    )
 
 
 def items_body(ctx: PageContext, lane: LaneOutput) -> str:
     assert isinstance(lane.document, ItemEventList)
-    rows = [
-        _row(
-            ctx.anchor(lane, i),
-            [
-                text(e.id),
-                text(e.item),
-                text(e.event),
-                _or_none(e.quantity),
-                ctx.named(e.from_, e.from_npc_id),
-                ctx.named(e.to, e.to_npc_id),
-                _cites(ctx, lane, i, e.id, e.source_refs),
-            ],
-        )
-        for i, e in enumerate(lane.document.item_events)
-    ]
-    return _table(["Event", "Item", "What", "Quantity", "From", "To", "Cites"], rows)
+    return _records_table(
+        ctx,
+        lane,
+        enumerate(lane.document.records),
+        ["Event", "Item", "What", "Quantity", "From", "To"],
+        lambda e: [
+            text(e.item),
+            text(e.event),
+            _or_none(e.quantity),
+            ctx.named(e.from_, e.from_npc_id),
+            ctx.named(e.to, e.to_npc_id),
+        ],
+    )
 
 
 def interactions_body(ctx: PageContext, lane: LaneOutput) -> str:
     assert isinstance(lane.document, InteractionList)
-    rows = [
-        _row(
-            ctx.anchor(lane, i),
-            [
-                text(x.id),
-                ctx.named(x.npc, x.npc_id),
-                text(x.kind),
-                _names(x.participants),
-                _or_none(x.summary),
-                _cites(ctx, lane, i, x.id, x.source_refs),
-            ],
-        )
-        for i, x in enumerate(lane.document.npc_interactions)
-    ]
-    return _table(["Interaction", "NPC", "Kind", "Participants", "Summary", "Cites"], rows)
+    return _records_table(
+        ctx,
+        lane,
+        enumerate(lane.document.records),
+        ["Interaction", "NPC", "Kind", "Participants", "Summary"],
+        lambda x: [
+            ctx.named(x.npc, x.npc_id),
+            text(x.kind),
+            _names(x.participants),
+            _or_none(x.summary),
+        ],
+    )
 
 
 # In page order. The scenes section renders first so a scene's contents can be counted from
@@ -319,8 +334,7 @@ def render_sections(ctx: PageContext) -> list[tuple[str, str, str]]:
 
 
 def _record_count(lane: LaneOutput) -> int:
-    doc = lane.document
-    return len(doc.scene_descriptions) if isinstance(doc, SceneList) else len(_refs_of(lane))
+    return len(lane.document.records) if lane.document else 0
 
 
 def _absent(ctx: PageContext, kind: str) -> str:

@@ -49,9 +49,9 @@ def _scene_dividers(ctx: PageContext) -> dict[int, list[str]]:
     dividers: dict[int, list[str]] = {}
     for lane in ctx.inputs.outputs:
         if isinstance(lane.document, SceneList):
-            for i, scene in enumerate(lane.document.scene_descriptions):
+            for i, scene in enumerate(lane.document.records):
                 dividers.setdefault(scene.source_ref.start_unit_id, []).append(
-                    f'<li class="divider">Scene {link(ctx.anchor(lane, i), text(scene.scene_id))}'
+                    f'<li class="divider">Scene {link(ctx.anchor(lane, i), text(scene.id))}'
                     f" &#183; {text(scene.kind)} &#183; {text(scene.title)}</li>"
                 )
     return dividers
