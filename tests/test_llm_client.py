@@ -440,3 +440,31 @@ def test_anything_shaped_like_a_key_is_redacted_from_a_provider_error(shape: str
     secret = shape.split("=")[-1].split(" ")[-1].strip("'")
     assert secret not in str(caught.value)
     assert "rejected credentials" in str(caught.value)
+
+
+def test_a_priced_model_reports_litellms_own_price_for_the_call() -> None:
+    """litellm prices each completion itself; the client reports that price (it does not
+    price the call a second time), from the tokens the call used."""
+    import litellm
+
+    model = "notarius-double/scripted"
+    before = litellm.model_cost.get(model)
+    litellm.register_model(
+        {
+            model: {
+                "input_cost_per_token": 1e-6,
+                "output_cost_per_token": 2e-6,
+                "litellm_provider": "notarius-double",
+                "mode": "chat",
+            }
+        }
+    )
+    try:
+        response, _ = ask([VALID])
+    finally:
+        if before is None:
+            litellm.model_cost.pop(model, None)
+        else:
+            litellm.model_cost[model] = before
+    expected = response.prompt_tokens * 1e-6 + response.completion_tokens * 2e-6
+    assert response.cost_usd == pytest.approx(expected)

@@ -324,7 +324,14 @@ def _answer_of(response: Any) -> _Answer:
 
 def _cost_of(response: Any) -> float:
     """litellm's price for the call; models missing from its price map (local ones, the test
-    double) cost 0.0 rather than failing the extraction."""
+    double) cost 0.0 rather than failing the extraction. litellm prices every completion once
+    itself (`_hidden_params["response_cost"]`, None when it has no price); asking
+    `completion_cost` again cost a fifth of the client's CPU per call, so it is asked only for
+    a response litellm did not price."""
+    hidden = getattr(response, "_hidden_params", None) or {}
+    if "response_cost" in hidden:
+        priced = hidden["response_cost"]
+        return float(priced) if isinstance(priced, int | float) and priced > 0 else 0.0
     try:
         return float(litellm.completion_cost(completion_response=response) or 0.0)
     except Exception:
