@@ -72,7 +72,9 @@ STUB_PROFILE = "stub"
 # request to its session even when a backfill runs several at once.
 UNIT_BLOCK = 100_000
 SMALL_UNITS = 60
-NPC_NAME = "Benchmark Npc"
+NPC_NAME = "Lorenzo"
+"""An NPC the session names in several chunks: the scripted record cites a unit that names it
+(`unit_ids: mentioning`), so the pipeline's support check keeps it and the edit is published."""
 DESCRIPTION_BEFORE = "A benchmark NPC, first description."
 DESCRIPTION_AFTER = "A benchmark NPC, second description."
 PROMPT_EDIT = "(Benchmark edit: a changed prompt, so the npcs lane is asked again.)\n"
@@ -511,7 +513,7 @@ def npc_change(ctx: Context) -> dict[str, Any]:
     store = ctx.store("npc-change")
     tree = product_copy(ctx)
     prompt = find_npcs_prompt(tree)
-    record = {"name": NPC_NAME, "aliases": []}
+    record = {"name": NPC_NAME, "aliases": [], "unit_ids": "mentioning"}
     before = load()
     with stub(ctx, 0.0, {"npcs": [{**record, "description": DESCRIPTION_BEFORE}]}) as server:
         first = notarius_run(ctx, [SESSION], store, tree=tree, tag="npc-first")

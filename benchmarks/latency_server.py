@@ -18,7 +18,9 @@ read from `response_format` (`json_schema.schema` or the `schema` that rides alo
 lane id to a list of records (list lanes) or to an object merged over the minimal answer
 (object lanes such as scene-descriptions). A record whose `unit_ids` is missing or is the string
 `"first"` cites the first unit id the request's user prompt shows (units are rendered as
-`[<id>] Speaker: text`), so the record passes the pipeline's grounding validators.
+`[<id>] Speaker: text`), so the record passes the pipeline's grounding validators; with
+`"mentioning"` it cites the first unit whose line names the record's `name` (and the record is
+left out of a chunk where none does), so it also passes the record-level support check.
 
 `GET /stats` returns JSON counters: requests, per-lane counts, first and last request times
 (Unix seconds, `time.time()`), the most requests seen in flight at once and per-lane first/last
@@ -156,6 +158,19 @@ def first_unit_id(body: Mapping[str, Any]) -> int | None:
     return None
 
 
+def unit_mentioning(body: Mapping[str, Any], name: str) -> int | None:
+    """The first unit of the last user message whose line mentions `name` (case-insensitive),
+    so a scripted record cites a unit that supports it; None when no unit does."""
+    for message in reversed(body.get("messages") or ()):
+        if isinstance(message, dict) and message.get("role") == "user":
+            for line in str(message.get("content") or "").splitlines():
+                match = UNIT_MARKER.search(line)
+                if match and name.casefold() in line.casefold():
+                    return int(match.group(1))
+            return None
+    return None
+
+
 def answer_for(
     body: Mapping[str, Any],
     script: Mapping[str, Any],
@@ -177,7 +192,12 @@ def answer_for(
         records = []
         for record in scripted:
             record = dict(record)
-            if record.get("unit_ids", "first") == "first":
+            if record.get("unit_ids") == "mentioning":
+                cited = unit_mentioning(body, str(record.get("name", "")))
+                if cited is None:
+                    continue  # no unit of this chunk names it: not extracted here
+                record["unit_ids"] = [cited]
+            elif record.get("unit_ids", "first") == "first":
                 record["unit_ids"] = [] if unit is None else [unit]
             records.append(record)
         answer[items_field(schema) or lane.replace("-", "_")] = records

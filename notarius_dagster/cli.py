@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -72,8 +73,15 @@ def _run_in_workers(args: argparse.Namespace, paths: list[Path], jobs: int) -> i
     _start_step_processes(args)
     open_instance().dispose()  # created once here: workers creating it at once would race
     context = multiprocessing.get_context("forkserver")
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=stop_on_sigterm)
+    try:
         statuses = list(pool.map(_run_one_quietly, [args] * len(paths), paths))
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the workers stop their runs too
+        pool.shutdown(wait=False, cancel_futures=True)
+        for worker in multiprocessing.active_children():
+            worker.terminate()
+        raise
+    pool.shutdown()
     return max(statuses)
 
 
@@ -481,8 +489,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def stop_on_sigterm() -> None:
+    """SIGTERM (`kill`, a supervisor stopping the command) stops a run as Ctrl-C does: it is
+    handed to the SIGINT handler (Dagster's own while a run executes, which stops the run's
+    step processes and records the run as ended), instead of this process vanishing and
+    leaving its step processes calling the model."""
+
+    def interrupt(signum: int, frame: Any) -> None:
+        handler = signal.getsignal(signal.SIGINT)  # Dagster's while a run executes
+        if callable(handler):
+            handler(signal.SIGINT, frame)
+        else:
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    stop_on_sigterm()
     try:
         return int(args.func(args))
     except CommandError as exc:

@@ -119,6 +119,20 @@ def test_scripted_records_cite_the_first_unit_of_the_user_prompt() -> None:
     }
 
 
+def test_a_record_citing_a_mention_cites_the_unit_naming_it_or_is_left_out() -> None:
+    schema = {
+        "type": "object",
+        "required": ["npcs"],
+        "properties": {"npcs": {"type": "array", "items": {"type": "object"}}},
+    }
+    script = {"npcs": [{"name": "Lorenzo", "unit_ids": "mentioning"}]}
+    prompt = "excerpt:\n[17] A: x\n[18] B: then LORENZO laughs"
+    _, answer = answer_for(_request(schema, prompt), script)
+    assert answer == {"npcs": [{"name": "Lorenzo", "unit_ids": [18]}]}
+    _, answer = answer_for(_request(schema, "excerpt:\n[17] A: x"), script)
+    assert answer == {"npcs": []}
+
+
 def test_stats_count_requests_per_lane_and_unit_block(stub: StubServer) -> None:
     assert _get(stub, "/stats")["requests"] == 0
     items = ItemList.model_json_schema()
