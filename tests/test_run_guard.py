@@ -89,7 +89,7 @@ def run_args(tmp_path: Path, config: Path, *extra: str) -> list[str]:
     ]
 
 
-def hanging_profile(tmp_path: Path, port: int) -> Path:
+def hanging_profile(tmp_path: Path, port: int, timeout_s: int = 90) -> Path:
     text = (
         (REPO / "configs" / "offline.yaml")
         .read_text()
@@ -97,7 +97,7 @@ def hanging_profile(tmp_path: Path, port: int) -> Path:
     )
     text += (
         f"llm_profiles:\n  hang: {{model: openai/hang, api_base: 'http://127.0.0.1:{port}/v1',"
-        " api_key_env: NOTARIUS_FAKE_KEY, timeout_s: 90, retries: 0}\n"
+        f" api_key_env: NOTARIUS_FAKE_KEY, timeout_s: {timeout_s}, retries: 0}}\n"
     )
     cfg = tmp_path / "hang.yaml"
     cfg.write_text(text)
@@ -170,6 +170,52 @@ def test_a_second_cli_run_is_refused_and_a_killed_one_is_failed_by_the_next(
         )
         statuses = sorted(r.status.value for r in instance.get_runs())
         assert statuses == ["FAILURE", "SUCCESS"]
+
+
+@pytest.mark.timeout(300)
+def test_sigterm_stops_every_session_of_a_command_and_records_their_runs_ended(
+    tmp_path: Path, provider: HangingProvider
+) -> None:
+    """`kill` (SIGTERM) of a `notarius run` of several sessions is Ctrl-C for all of them: the
+    worker processes stop their runs (a step waiting on the model ends when its call times
+    out, the profile's timeout_s), the runs are recorded as ended, not left STARTED, and no
+    worker is left calling the model."""
+    (tmp_path / "home").mkdir()
+    shutil.copy(REPO / "dagster.yaml", tmp_path / "home" / "dagster.yaml")
+    cfg = hanging_profile(tmp_path, provider.server_address[1], timeout_s=5)
+    other = tmp_path / "other.jsonl"
+    shutil.copy(SAMPLE, other)
+    args = [a for a in run_args(tmp_path, cfg) if a not in ("--session-id", "s1")]
+    args[3:3] = [str(other)]  # notarius run SAMPLE other --config ...
+    run = subprocess.Popen(
+        [*args, "--jobs", "2"],
+        cwd=tmp_path,
+        env=env_for(tmp_path),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 240
+        while provider.hits < 2 and time.monotonic() < deadline and run.poll() is None:
+            time.sleep(0.5)
+        assert provider.hits >= 2, "both sessions should be calling the provider"
+        run.send_signal(signal.SIGTERM)
+        _, stderr = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode != 0 and "Traceback" not in stderr
+    time.sleep(2)  # the workers' own exit
+    with DagsterInstance.from_config(str(tmp_path / "home")) as instance:
+        runs = instance.get_runs()
+        assert len(runs) == 2
+        assert all(r.status != DagsterRunStatus.STARTED for r in runs)
+        workers = {int(r.tags[CLI_PID_TAG]) for r in runs}
+    assert run.pid not in workers  # the sessions ran in worker processes
+    for pid in workers:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
 
 
 def test_the_instance_config_limits_one_run_per_session_and_monitors_runs(
