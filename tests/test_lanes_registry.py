@@ -113,44 +113,29 @@ def test_a_unique_field_makes_a_repeating_artifact_malformed() -> None:
     assert schema_problems(kind, {**payload, "scene_descriptions": [scene, scene]})
 
 
-def test_a_spec_that_names_no_record_field_fails_at_declaration() -> None:
-    with pytest.raises(ValueError, match=r"lane 'spells': preview_fields names no record field"):
-        LaneSpec(
-            lane_id="spells",
-            kind="dnd/spell-list",
-            record_model=SPELLS.record_model,
-            answer=SPELLS.answer,
-            modules=SPELLS.modules,
-            preview_fields=("nmae",),
-        )
-
-
-def test_what_the_evaluation_matches_on_names_record_fields_checked_at_declaration() -> None:
-    with pytest.raises(ValueError, match=r"lane 'spells': gold_match.also names no record field"):
-        LaneSpec(
-            lane_id="spells",
-            kind="dnd/spell-list",
-            record_model=SPELLS.record_model,
-            answer=SPELLS.answer,
-            modules=SPELLS.modules,
-            gold_match=GoldMatch(name="spell", also=("castr",)),
-        )
-    with pytest.raises(ValueError, match=r"lane 'spells': gold_match names no record field"):
-        LaneSpec(
-            lane_id="spells",
-            kind="dnd/spell-list",
-            record_model=SPELLS.record_model,
-            answer=SPELLS.answer,
-            modules=SPELLS.modules,
-            gold_match=GoldMatch(name="spel"),
-        )
-    unscored = LaneSpec(
+def spells_spec(**fields: Any) -> LaneSpec:
+    """The spells lane's spec declared again, with `fields` changed."""
+    return LaneSpec(
         lane_id="spells",
         kind="dnd/spell-list",
         record_model=SPELLS.record_model,
         answer=SPELLS.answer,
         modules=SPELLS.modules,
+        **fields,
     )
+
+
+def test_a_spec_that_names_no_record_field_fails_at_declaration() -> None:
+    with pytest.raises(ValueError, match=r"lane 'spells': preview_fields names no record field"):
+        spells_spec(preview_fields=("nmae",))
+
+
+def test_what_the_evaluation_matches_on_names_record_fields_checked_at_declaration() -> None:
+    with pytest.raises(ValueError, match=r"lane 'spells': gold_match.also names no record field"):
+        spells_spec(gold_match=GoldMatch(name="spell", also=("castr",)))
+    with pytest.raises(ValueError, match=r"lane 'spells': gold_match names no record field"):
+        spells_spec(gold_match=GoldMatch(name="spel"))
+    unscored = spells_spec()
     assert unscored.match_fields is None
 
 
