@@ -592,8 +592,44 @@ def client_cpu_worker(url: str, calls: int) -> dict[str, Any]:
         "invalid": invalid,
         "cpu_ms_per_call": round(1000 * cpu / calls, 2),
         "wall_ms_per_call": round(1000 * wall / calls, 2),
+        "litellm_floor_cpu_ms_per_call": litellm_floor(profile, requests[0], calls),
         "client_import_cpu_s": round(import_cpu, 2),
     }
+
+
+def litellm_floor(profile: Any, request: Any, calls: int) -> float:
+    """CPU per call of `litellm.completion` alone, with the request the client sends on its
+    first rung (same messages, response format and options): the part of the client's CPU
+    that is litellm's, which no change to the client can remove."""
+    from notarius_dagster.llm._litellm import litellm
+    from notarius_dagster.llm.structured import (
+        choose_rung,
+        response_format_for,
+        system_prompt_for,
+    )
+
+    rung = choose_rung(profile)
+    system = system_prompt_for(rung, request.system, request.schema_)
+    kwargs = {
+        "model": profile.model,
+        "messages": [
+            {"role": "system", "content": system},
+            {"role": "user", "content": request.user},
+        ],
+        "response_format": response_format_for(rung, request.schema_name, request.schema_),
+        "temperature": profile.temperature,
+        "max_tokens": profile.max_tokens,
+        "timeout": profile.timeout_s,
+        "num_retries": 0,
+        "api_base": profile.api_base,
+        "api_key": profile.resolve_api_key(),
+    }
+    for _ in range(5):
+        litellm.completion(**kwargs)
+    cpu0 = time.process_time()
+    for _ in range(calls):
+        litellm.completion(**kwargs)
+    return round(1000 * (time.process_time() - cpu0) / calls, 2)
 
 
 def client_cpu(ctx: Context, calls: int) -> dict[str, Any]:
