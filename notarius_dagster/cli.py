@@ -70,7 +70,9 @@ def _run_in_workers(args: argparse.Namespace, paths: list[Path], jobs: int) -> i
     max_concurrency."""
     import multiprocessing
 
-    _start_step_processes(args)
+    from notarius_dagster.step_processes import start_forkserver
+
+    start_forkserver()  # no job announced: the workers run in process and build their own
     open_instance().dispose()  # created once here: workers creating it at once would race
     context = multiprocessing.get_context("forkserver")
     pool = ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=stop_on_sigterm)
@@ -116,18 +118,11 @@ def _start_step_processes(args: argparse.Namespace) -> None:
     """Start the forkserver the run's step processes fork from before this process imports
     Dagster, so the two start-ups overlap (notarius_dagster/step_processes.py); the run finds
     it running."""
-    from notarius_dagster.step_processes import start_forkserver
+    from notarius_dagster.step_processes import start_forkserver, step_job_arguments
 
     store = store_paths(data=args.data, bundles=args.out)
-    start_forkserver(
-        {
-            "profile": str(Path(args.config).resolve()),
-            "data_root": str(store.root),
-            "bundles_root": str(store.bundles),
-            "llm_profile": args.llm_profile,
-            "lanes": args.lanes.split(",") if args.lanes else None,
-        }
-    )
+    lanes = args.lanes.split(",") if args.lanes else None
+    start_forkserver(step_job_arguments(Path(args.config), store, args.llm_profile, lanes))
 
 
 def _run_one(

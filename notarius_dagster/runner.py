@@ -43,6 +43,7 @@ from notarius_dagster.engine.resolution import RuntimeBinding
 from notarius_dagster.engine.session_steps import RuntimeOverrides
 from notarius_dagster.run_guard import cli_run_tags
 from notarius_dagster.settings import Settings
+from notarius_dagster.step_processes import start_forkserver, step_job_arguments
 from notarius_dagster.store import store_paths
 
 
@@ -109,7 +110,7 @@ def session_job(
     resolved (`pipeline_digest`); a profile edited since is built afresh."""
     from notarius_dagster.definitions import definitions_for, run_pipeline
 
-    key = json.dumps([profile, data_root, bundles_root, llm_profile, lanes])  # as _JOB_KEY
+    key = _job_key(profile, data_root, bundles_root, llm_profile, lanes)
     held = _JOBS.get(key)
     if held is not None and pipeline_digest is not None and held[0] == pipeline_digest:
         return held[1]
@@ -125,14 +126,18 @@ def session_job(
     return job
 
 
+def _job_key(
+    profile: str, data_root: str, bundles_root: str, llm_profile: str | None, lanes: Any
+) -> str:
+    return json.dumps([profile, data_root, bundles_root, llm_profile, lanes])
+
+
 def _remember_job(job_arguments: dict[str, Any], job: JobDefinition) -> None:
     """The job this process already built for a run, kept under the arguments its step
     processes will ask for, so `execute_job` does not build it again here."""
-    key = json.dumps([job_arguments[k] for k in _JOB_KEY])
-    _JOBS[key] = (job_arguments["pipeline_digest"], job)
-
-
-_JOB_KEY = ("profile", "data_root", "bundles_root", "llm_profile", "lanes")
+    digest = job_arguments["pipeline_digest"]
+    key = _job_key(**{k: v for k, v in job_arguments.items() if k != "pipeline_digest"})
+    _JOBS[key] = (digest, job)
 
 
 def run_session(
@@ -161,17 +166,9 @@ def run_session(
     settings = run_settings(
         profile=profile, data_root=data_root, bundles_root=bundles_root, llm_profile=llm_profile
     )
-    job_arguments: dict[str, Any] = {
-        "profile": str(settings.profile),
-        "data_root": str(settings.store.root),
-        "bundles_root": str(settings.store.bundles),
-        "llm_profile": llm_profile,
-        "lanes": list(lanes) if lanes else None,
-    }
+    job_arguments = step_job_arguments(settings.profile, settings.store, llm_profile, lanes)
     if parallel and (instance is None or not instance.is_ephemeral):
-        from notarius_dagster.step_processes import start_forkserver
-
-        start_forkserver(job_arguments)
+        start_forkserver(job_arguments)  # kept if `notarius run` started it already
     plan = run_pipeline(settings, lanes=lanes)
     overrides = RuntimeOverrides(
         references={b.selector: b.path for b in runtime_references},

@@ -20,9 +20,12 @@ import importlib.util
 import json
 import multiprocessing
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from multiprocessing import forkserver
+from pathlib import Path
 from typing import Any
+
+from notarius_dagster.store import StorePaths
 
 STEP_JOB_ENV = "NOTARIUS_STEP_JOB"
 """The session job's arguments (JSON), set by the run before it starts the forkserver."""
@@ -47,6 +50,21 @@ PRELOAD_MODULES = [
 ]
 """Modules a step process needs, imported once by the forkserver so each step is a fork, not
 an import."""
+
+
+def step_job_arguments(
+    profile: Path, store: StorePaths, llm_profile: str | None, lanes: Sequence[str] | None
+) -> dict[str, Any]:
+    """The plain arguments `runner.session_job` rebuilds a run's job from (what its step
+    processes receive), the same whether `notarius run` announces them to the forkserver or
+    the runner hands them to the executor."""
+    return {
+        "profile": str(profile.resolve()),
+        "data_root": str(store.root),
+        "bundles_root": str(store.bundles),
+        "llm_profile": llm_profile,
+        "lanes": list(lanes) if lanes else None,
+    }
 
 
 def start_forkserver(job_arguments: Mapping[str, Any] | None = None) -> None:
