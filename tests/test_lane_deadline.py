@@ -5,10 +5,8 @@ timeout x client retries x step retries, and Dagster's step retries share the de
 from __future__ import annotations
 
 import re
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -16,56 +14,32 @@ from dagster import DagsterEventType, DagsterInstance
 
 from notarius_dagster.engine.transcripts import register_transcript
 from notarius_dagster.runner import run_session
+from tests.fake_provider import KEY_ENV, FakeProvider, profile_for
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "samples" / "crd3-c2e001-slice.jsonl"
 
 
-class HangingProvider(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _Hang)
-        self.hits = 0
-        self.release = threading.Event()
-
-
-class _Hang(BaseHTTPRequestHandler):
-    server: HangingProvider
-
-    def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
-        self.server.hits += 1
-        self.server.release.wait(120)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture
-def provider(monkeypatch: pytest.MonkeyPatch) -> Iterator[HangingProvider]:
-    monkeypatch.setenv("NOTARIUS_FAKE_KEY", "sk-test-not-a-key")
-    server = HangingProvider()
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield server
-    server.release.set()
-    server.shutdown()
+def provider(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeProvider]:
+    """A provider that accepts every request and never answers."""
+    monkeypatch.setenv(KEY_ENV, "sk-test-not-a-key")
+    with FakeProvider(mode="hang") as fake:
+        yield fake
 
 
 def run_hanging(
-    tmp_path: Path, instance: DagsterInstance, port: int, *, timeout_s: float, deadline_s: float
+    tmp_path: Path, instance: DagsterInstance, api_base: str, *, timeout_s: float, deadline_s: float
 ) -> tuple[str, str | None, float]:
-    text = (
-        (REPO / "configs" / "offline.yaml")
-        .read_text()
-        .replace("llm_profile: offline", "llm_profile: hang")
+    cfg = profile_for(
+        REPO / "configs" / "offline.yaml",
+        tmp_path,
+        api_base,
+        name="hang",
+        timeout_s=timeout_s,
+        lane_deadline_s=deadline_s,
+        max_concurrency=1,
     )
-    text += (
-        f"llm_profiles:\n  hang: {{model: openai/hang, api_base: 'http://127.0.0.1:{port}/v1',"
-        f" api_key_env: NOTARIUS_FAKE_KEY, timeout_s: {timeout_s}, retries: 0,"
-        f" lane_deadline_s: {deadline_s}}}\n"
-    )
-    cfg = tmp_path / "hang.yaml"
-    cfg.write_text(text)
     register_transcript(tmp_path / "data" / "transcripts", "s1", SAMPLE)
     started = time.monotonic()
     outcome = run_session(
@@ -77,10 +51,10 @@ def run_hanging(
 
 @pytest.mark.timeout(120)
 def test_a_hanging_provider_fails_the_lane_at_its_deadline(
-    tmp_path: Path, instance: DagsterInstance, provider: HangingProvider
+    tmp_path: Path, instance: DagsterInstance, provider: FakeProvider
 ) -> None:
     run_id, error, elapsed = run_hanging(
-        tmp_path, instance, provider.server_address[1], timeout_s=60, deadline_s=2
+        tmp_path, instance, provider.api_base, timeout_s=60, deadline_s=2
     )
     assert error is not None and error.startswith("npcs: ")
     assert "stopped at its deadline of 2 s (LLM profile lane_deadline_s)" in error
@@ -94,17 +68,17 @@ def test_a_hanging_provider_fails_the_lane_at_its_deadline(
 
 @pytest.mark.timeout(120)
 def test_step_retries_share_the_lane_deadline(
-    tmp_path: Path, instance: DagsterInstance, provider: HangingProvider
+    tmp_path: Path, instance: DagsterInstance, provider: FakeProvider
 ) -> None:
     """Each call times out after 1 s (a transient error): the first try asks for a step
     retry (14 s remain), the second try's timeout leaves less than the retry wait, so the lane
     fails naming the deadline: two tries, not three."""
     run_id, error, _ = run_hanging(
-        tmp_path, instance, provider.server_address[1], timeout_s=1, deadline_s=15
+        tmp_path, instance, provider.api_base, timeout_s=1, deadline_s=15
     )
     assert error is not None and "deadline of 15 s" in error
     tries = instance.all_logs(
         run_id, of_type={DagsterEventType.STEP_START, DagsterEventType.STEP_RESTARTED}
     )
     assert [e.step_key for e in tries].count("npcs") == 2
-    assert provider.hits == 2
+    assert len(provider.requests) == 2

@@ -10,52 +10,26 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus
 
 from notarius_dagster.run_guard import CLI_HOST_TAG, CLI_PID_TAG, SESSION_TAG
+from tests.fake_provider import KEY_ENV, FakeProvider, profile_for
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "samples" / "crd3-c2e001-slice.jsonl"
 NOTARIUS = Path(sys.executable).with_name("notarius")
 
 
-class HangingProvider(ThreadingHTTPServer):
-    """An OpenAI-compatible endpoint on loopback that accepts a request and never answers."""
-
-    daemon_threads = True
-
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _Hang)
-        self.hits = 0
-        self.release = threading.Event()
-
-
-class _Hang(BaseHTTPRequestHandler):
-    server: HangingProvider
-
-    def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
-        self.server.hits += 1
-        self.server.release.wait(120)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture
-def provider() -> Iterator[HangingProvider]:
-    server = HangingProvider()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.release.set()
-    server.shutdown()
+def provider() -> Iterator[FakeProvider]:
+    """A provider that accepts every request and never answers."""
+    with FakeProvider(mode="hang") as fake:
+        yield fake
 
 
 def env_for(tmp_path: Path) -> dict[str, str]:
@@ -65,7 +39,7 @@ def env_for(tmp_path: Path) -> dict[str, str]:
             "DAGSTER_HOME": str(tmp_path / "home"),
             "PYTHONPATH": str(REPO),
             "NOTARIUS_TEST_DOUBLE_RESPONDER": "tests.doubles:lane_responder",
-            "NOTARIUS_FAKE_KEY": "sk-test-not-a-key",
+            KEY_ENV: "sk-test-not-a-key",
             "COLUMNS": "160",
         }
     )
@@ -89,29 +63,25 @@ def run_args(tmp_path: Path, config: Path, *extra: str) -> list[str]:
     ]
 
 
-def hanging_profile(tmp_path: Path, port: int, timeout_s: int = 90) -> Path:
-    text = (
-        (REPO / "configs" / "offline.yaml")
-        .read_text()
-        .replace("llm_profile: offline", "llm_profile: hang")
+def hanging_profile(tmp_path: Path, api_base: str, timeout_s: int = 90) -> Path:
+    return profile_for(
+        REPO / "configs" / "offline.yaml",
+        tmp_path,
+        api_base,
+        name="hang",
+        timeout_s=timeout_s,
+        max_concurrency=1,
     )
-    text += (
-        f"llm_profiles:\n  hang: {{model: openai/hang, api_base: 'http://127.0.0.1:{port}/v1',"
-        f" api_key_env: NOTARIUS_FAKE_KEY, timeout_s: {timeout_s}, retries: 0}}\n"
-    )
-    cfg = tmp_path / "hang.yaml"
-    cfg.write_text(text)
-    return cfg
 
 
 @pytest.mark.timeout(400)
 def test_a_second_cli_run_is_refused_and_a_killed_one_is_failed_by_the_next(
-    tmp_path: Path, provider: HangingProvider
+    tmp_path: Path, provider: FakeProvider
 ) -> None:
     (tmp_path / "home").mkdir()
     shutil.copy(REPO / "dagster.yaml", tmp_path / "home" / "dagster.yaml")
     env = env_for(tmp_path)
-    cfg = hanging_profile(tmp_path, provider.server_address[1])
+    cfg = hanging_profile(tmp_path, provider.api_base)
     first = subprocess.Popen(
         run_args(tmp_path, cfg),
         cwd=tmp_path,
@@ -121,9 +91,9 @@ def test_a_second_cli_run_is_refused_and_a_killed_one_is_failed_by_the_next(
     )
     try:
         deadline = time.monotonic() + 240
-        while provider.hits == 0 and time.monotonic() < deadline and first.poll() is None:
+        while not provider.requests and time.monotonic() < deadline and first.poll() is None:
             time.sleep(0.5)
-        assert provider.hits > 0, "the first run never called the provider"
+        assert provider.requests, "the first run never called the provider"
 
         with DagsterInstance.from_config(str(tmp_path / "home")) as instance:
             (hung,) = instance.get_runs()
@@ -174,7 +144,7 @@ def test_a_second_cli_run_is_refused_and_a_killed_one_is_failed_by_the_next(
 
 @pytest.mark.timeout(300)
 def test_sigterm_stops_every_session_of_a_command_and_records_their_runs_ended(
-    tmp_path: Path, provider: HangingProvider
+    tmp_path: Path, provider: FakeProvider
 ) -> None:
     """`kill` (SIGTERM) of a `notarius run` of several sessions is Ctrl-C for all of them: the
     worker processes stop their runs (a step waiting on the model ends when its call times
@@ -182,7 +152,7 @@ def test_sigterm_stops_every_session_of_a_command_and_records_their_runs_ended(
     worker is left calling the model."""
     (tmp_path / "home").mkdir()
     shutil.copy(REPO / "dagster.yaml", tmp_path / "home" / "dagster.yaml")
-    cfg = hanging_profile(tmp_path, provider.server_address[1], timeout_s=5)
+    cfg = hanging_profile(tmp_path, provider.api_base, timeout_s=5)
     other = tmp_path / "other.jsonl"
     shutil.copy(SAMPLE, other)
     args = [a for a in run_args(tmp_path, cfg) if a not in ("--session-id", "s1")]
@@ -197,9 +167,9 @@ def test_sigterm_stops_every_session_of_a_command_and_records_their_runs_ended(
     )
     try:
         deadline = time.monotonic() + 240
-        while provider.hits < 2 and time.monotonic() < deadline and run.poll() is None:
+        while len(provider.requests) < 2 and time.monotonic() < deadline and run.poll() is None:
             time.sleep(0.5)
-        assert provider.hits >= 2, "both sessions should be calling the provider"
+        assert len(provider.requests) >= 2, "both sessions should be calling the provider"
         run.send_signal(signal.SIGTERM)
         _, stderr = run.communicate(timeout=120)
     finally:
