@@ -63,6 +63,21 @@ def run_args(tmp_path: Path, config: Path, *extra: str) -> list[str]:
     ]
 
 
+def run_with_the_double(
+    tmp_path: Path, cfg: Path, env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    """`notarius run` of session s1 to its end, answered by the test double."""
+    return subprocess.run(
+        run_args(tmp_path, cfg, "--llm-profile", "test-double"),
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
 def hanging_profile(tmp_path: Path, api_base: str, timeout_s: int = 90) -> Path:
     return profile_for(
         REPO / "configs" / "offline.yaml",
@@ -101,15 +116,7 @@ def test_a_second_cli_run_is_refused_and_a_killed_one_is_failed_by_the_next(
             assert hung.tags[SESSION_TAG] == "s1" and hung.tags[CLI_PID_TAG] == str(first.pid)
             assert CLI_HOST_TAG in hung.tags
 
-        second = subprocess.run(
-            run_args(tmp_path, cfg, "--llm-profile", "test-double"),
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
+        second = run_with_the_double(tmp_path, cfg, env)
         assert second.returncode == 1
         assert "has a run queued or in progress" in second.stderr
         assert hung.run_id in second.stderr and "Traceback" not in second.stderr
@@ -120,15 +127,7 @@ def test_a_second_cli_run_is_refused_and_a_killed_one_is_failed_by_the_next(
         if first.poll() is None:
             first.kill()
 
-    third = subprocess.run(
-        run_args(tmp_path, cfg, "--llm-profile", "test-double"),
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    third = run_with_the_double(tmp_path, cfg, env)
     assert third.returncode == 0, third.stderr
     with DagsterInstance.from_config(str(tmp_path / "home")) as instance:
         old = instance.get_run_by_id(hung.run_id)
