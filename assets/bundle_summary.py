@@ -9,10 +9,9 @@ URL are the asset's contract (like the report's): they say where to read the pub
 Totals: a lane that was not re-executed in this run keeps the stats of the run that made it, so
 the manifest's totals are the artifact's totals. `this_run_*` counts only the lanes
 materialized by this run (from the instance's materialization records), which is what the run
-cost. Cost is a number only when litellm knows the model's price; otherwise it is "unknown"
-(never 0, which reads as free). The manifest's `totals.cost_usd` stays a number (the bundle
-model requires one; a null would be a schema change for consumers): there 0 means unknown or
-free, and the asset metadata says which."""
+cost. Cost is a number only when every call was priced (by litellm's price map or the
+profile's own prices); otherwise it is "unpriced" (never 0, which reads as free), as the
+manifest's `cost_usd` is null with `unpriced_calls` counting the calls without a price."""
 
 from __future__ import annotations
 
@@ -31,12 +30,12 @@ from notarius_dagster.engine.models import RunWarning
 BUNDLE_BASE_URL_ENV = "NOTARIUS_BUNDLE_BASE_URL"
 WARNING_MESSAGE_CHARS = 160
 MAX_LISTED_WARNINGS = 20
-UNKNOWN = "unknown"
+UNPRICED = "unpriced"
 
 
 @dataclass(frozen=True)
 class Usage:
-    """Calls, tokens and cost of a set of lanes; `cost_usd` None when the price is unknown."""
+    """Calls, tokens and cost of a set of lanes; `cost_usd` None when a call was unpriced."""
 
     lanes: tuple[str, ...]
     calls: int
@@ -45,27 +44,17 @@ class Usage:
     cost_usd: float | None
 
 
-def model_has_price(model: str) -> bool:
-    """Whether litellm's (local) cost map prices `model`: a model it does not know is
-    reported with cost "unknown", not 0."""
-    from notarius_dagster.llm._litellm import litellm
-
-    try:
-        info = litellm.get_model_info(model)
-    except Exception:  # litellm raises its own error types for unmapped models
-        return False
-    return info.get("input_cost_per_token") is not None
-
-
-def usage_of(results: Iterable[LaneResult], *, priced: bool) -> Usage:
+def usage_of(results: Iterable[LaneResult]) -> Usage:
+    """The usage of `results`; its cost None when any of their calls was unpriced."""
     chosen = list(results)
+    unpriced = sum(r.stats.usage.unpriced_calls for r in chosen)
     cost = round(sum(r.stats.usage.cost_usd for r in chosen), 8)
     return Usage(
         lanes=tuple(r.lane_id for r in chosen),
         calls=sum(r.stats.usage.calls for r in chosen),
         prompt_tokens=sum(r.stats.usage.prompt_tokens for r in chosen),
         completion_tokens=sum(r.stats.usage.completion_tokens for r in chosen),
-        cost_usd=cost if priced else None,
+        cost_usd=None if unpriced else cost,
     )
 
 
@@ -90,7 +79,7 @@ def _cell(text: str, limit: int = WARNING_MESSAGE_CHARS) -> str:
 
 
 def _cost(cost: float | None) -> str:
-    return UNKNOWN if cost is None else f"{cost:.6f}"
+    return UNPRICED if cost is None else f"{cost:.6f}"
 
 
 def summary_markdown(
@@ -162,14 +151,12 @@ def bundle_metadata(
     path: Path,
     results: Sequence[LaneResult],
     ran_in_run: set[str],
-    model: str,
     report_path: Path,
     report_url: str | None = None,
 ) -> dict[str, Any]:
     """Everything the bundle asset records (counts, path, URL, summary, totals)."""
-    priced = model_has_price(model)
-    total = usage_of(results, priced=priced)
-    this_run = usage_of((r for r in results if r.lane_id in ran_in_run), priced=priced)
+    total = usage_of(results)
+    this_run = usage_of(r for r in results if r.lane_id in ran_in_run)
     metadata: dict[str, Any] = {
         "session_id": manifest.session_id,
         "path": MetadataValue.path(str(path)),
@@ -183,13 +170,13 @@ def bundle_metadata(
         "llm_calls": this_run.calls,
         "prompt_tokens": this_run.prompt_tokens,
         "completion_tokens": this_run.completion_tokens,
-        "cost_usd": UNKNOWN if this_run.cost_usd is None else this_run.cost_usd,
+        "cost_usd": UNPRICED if this_run.cost_usd is None else this_run.cost_usd,
         "lanes_run": MetadataValue.json(sorted(this_run.lanes)),
         # The artifact's totals (what the manifest's totals say).
         "bundle_llm_calls": total.calls,
         "bundle_prompt_tokens": total.prompt_tokens,
         "bundle_completion_tokens": total.completion_tokens,
-        "bundle_cost_usd": UNKNOWN if total.cost_usd is None else total.cost_usd,
+        "bundle_cost_usd": UNPRICED if total.cost_usd is None else total.cost_usd,
         "wall_time_s": manifest.timing.wall_time_s,
     }
     base = os.environ.get(BUNDLE_BASE_URL_ENV, "").strip()

@@ -503,7 +503,6 @@ def build_bundle_asset(pipeline: ResolvedPipeline, *, with_evidence: bool) -> As
                 path=published.path,
                 results=results,
                 ran_in_run={r.lane_id for r in results if AssetKey(asset_name(r.lane_id)) in ran},
-                model=str(pipeline.llm_profile.get("model", "")),
                 report_path=report_path(store.bundles, session_id),
                 report_url=report_url(served_at, session_id) if served_at else None,
             )

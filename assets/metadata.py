@@ -62,8 +62,13 @@ def lane_metadata(result: LaneResult) -> dict[str, Any]:
         "llm_calls": stats.usage.calls,
         "prompt_tokens": stats.usage.prompt_tokens,
         "completion_tokens": stats.usage.completion_tokens,
-        "cost_usd": stats.usage.cost_usd,
+        "cached_prompt_tokens": stats.usage.cached_prompt_tokens,
+        "cost_usd": (
+            "unpriced" if stats.usage.priced_cost_usd is None else stats.usage.priced_cost_usd
+        ),
+        "unpriced_calls": stats.usage.unpriced_calls,
         "structured_output_rungs": MetadataValue.json(stats.usage.rungs),
+        "structured_output_stepdowns": MetadataValue.json(stats.usage.stepdowns),
         "preview": MetadataValue.md(preview_table(result, items_field)),
         **roster_metadata(result),
     }

@@ -491,15 +491,9 @@ def find_npcs_prompt(tree: Path) -> Path:
 
 
 def edit_prompt(path: Path) -> None:
-    """Change the prompt's system text (before the user separator when there is one)."""
+    """Change the lane's instructions (a prompt file holds only them)."""
     text = path.read_text(encoding="utf-8")
-    separator = "\n---- user ----\n"
-    if separator in text:
-        system, user = text.split(separator, 1)
-        text = f"{system}\n{PROMPT_EDIT.rstrip()}{separator}{user}"
-    else:
-        text = text + "\n" + PROMPT_EDIT
-    path.write_text(text, encoding="utf-8")
+    path.write_text(text + "\n" + PROMPT_EDIT, encoding="utf-8")
 
 
 def published_text(store: Store) -> str:
@@ -602,28 +596,11 @@ def litellm_floor(profile: Any, request: Any, calls: int) -> float:
     first rung (same messages, response format and options): the part of the client's CPU
     that is litellm's, which no change to the client can remove."""
     from notarius_dagster.llm._litellm import litellm
-    from notarius_dagster.llm.structured import (
-        choose_rung,
-        response_format_for,
-        system_prompt_for,
-    )
+    from notarius_dagster.llm.client import LiteLLMClient
 
-    rung = choose_rung(profile)
-    system = system_prompt_for(rung, request.system, request.schema_)
-    kwargs = {
-        "model": profile.model,
-        "messages": [
-            {"role": "system", "content": system},
-            {"role": "user", "content": request.user},
-        ],
-        "response_format": response_format_for(rung, request.schema_name, request.schema_),
-        "temperature": profile.temperature,
-        "max_tokens": profile.max_tokens,
-        "timeout": profile.timeout_s,
-        "num_retries": 0,
-        "api_base": profile.api_base,
-        "api_key": profile.resolve_api_key(),
-    }
+    client = LiteLLMClient(profile)
+    rung = client.first_rung(request.lane)
+    kwargs = client.completion_kwargs(client.messages(rung, request), rung, request)
     for _ in range(5):
         litellm.completion(**kwargs)
     cpu0 = time.process_time()

@@ -45,6 +45,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         if not path.is_file():
             print(f"error: transcript {path.name!r} not found", file=sys.stderr)
             return EXIT_USAGE
+    llm_problem = _llm_not_ready(args)
+    if llm_problem is not None:  # before any partition, transcript copy or run exists
+        print(f"error: {llm_problem}", file=sys.stderr)
+        return EXIT_FAILED
     jobs = min(args.jobs or SESSIONS_AT_ONCE, len(paths))
     if jobs > 1:
         duplicate = _duplicate_session(paths)
@@ -59,6 +63,24 @@ def cmd_run(args: argparse.Namespace) -> int:
     if parallel:
         _start_step_processes(args)
     return max(_run_one(args, path, parallel=parallel) for path in paths)
+
+
+def _llm_not_ready(args: argparse.Namespace) -> str | None:
+    """Why the profile's model cannot be called (no key, no provider package), or None. A
+    profile that does not resolve is left to the run, which reports it with its key path."""
+    from notarius_dagster.engine.errors import NotariusError
+    from notarius_dagster.engine.resolution import resolve_profile_file
+    from notarius_dagster.llm.preflight import readiness_problems
+    from notarius_dagster.llm.profiles import LLMProfile
+    from notarius_dagster.modules import load_modules
+
+    load_modules()
+    try:
+        resolved = resolve_profile_file(Path(args.config), llm_profile=args.llm_profile)
+    except NotariusError:
+        return None
+    problems = readiness_problems(LLMProfile.model_validate(resolved.llm_profile))
+    return "; ".join(problems) if problems else None
 
 
 def _run_in_workers(args: argparse.Namespace, paths: list[Path], jobs: int) -> int:
@@ -191,10 +213,12 @@ def _run_one(
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    """Resolve a pipeline profile (lanes, modules, references, LLM profile) and print the
-    result."""
+    """Resolve a pipeline profile (lanes, modules, references, LLM profile), check that its
+    model can be called (key set, provider package installed; with --ping, one tiny real
+    call) and print the result."""
     from notarius_dagster.engine.errors import NotariusError
     from notarius_dagster.engine.resolution import resolve_profile_file
+    from notarius_dagster.llm.profiles import LLMProfile
     from notarius_dagster.modules import load_modules
 
     load_modules()
@@ -202,10 +226,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
         resolved = resolve_profile_file(Path(args.config), llm_profile=args.llm_profile)
     except NotariusError as exc:
         raise CommandError(exc) from None
+    profile = LLMProfile.model_validate(resolved.llm_profile)
     summary: dict[str, Any] = {
         "pipeline": resolved.pipeline_id,
         "digest": resolved.digest,
         "llm_profile": resolved.llm_profile_name,
+        "llm": _llm_summary(profile, ping=args.ping),
         "chunker": resolved.chunk.module,
         "lanes": {
             lane.id: {
@@ -218,6 +244,42 @@ def cmd_validate(args: argparse.Namespace) -> int:
     }
     print(json.dumps(summary, indent=2))
     return EXIT_OK
+
+
+def _llm_summary(profile: Any, *, ping: bool) -> dict[str, Any]:
+    """The model, its provider family and first rung, and whether it can be called; raises
+    `CommandError` (exit 1) when it cannot."""
+    from notarius_dagster.engine.errors import NotariusError
+    from notarius_dagster.llm.families import family_of
+    from notarius_dagster.llm.offline import ensure_server
+    from notarius_dagster.llm.preflight import ping as ping_model
+    from notarius_dagster.llm.preflight import readiness_problems
+    from notarius_dagster.llm.structured import choose_rung
+
+    problems = readiness_problems(profile)
+    if problems:
+        raise CommandError("; ".join(problems), EXIT_FAILED)
+    family = family_of(profile)
+    summary: dict[str, Any] = {
+        "model": profile.model,
+        "family": family.name,
+        "structured_output": choose_rung(profile, family),
+        "prices": "profile" if profile.priced else "litellm",
+    }
+    if ping:
+        try:
+            with ensure_server(profile) as api_base:
+                result = ping_model(profile, api_base_override=api_base)
+        except NotariusError as exc:
+            raise CommandError(exc, EXIT_FAILED) from None
+        summary["ping"] = {
+            "rung": result.rung,
+            "seconds": result.seconds,
+            "prompt_tokens": result.prompt_tokens,
+            "completion_tokens": result.completion_tokens,
+            "cost_usd": result.cost_usd if result.cost_usd is not None else "unpriced",
+        }
+    return summary
 
 
 # --- sessions -------------------------------------------------------------------------------
@@ -429,6 +491,9 @@ def add_validate_command(sub: Any) -> None:
     )
     validate.add_argument("config")
     validate.add_argument("--llm-profile")
+    validate.add_argument(
+        "--ping", action="store_true", help="also make one tiny real call to the model"
+    )
 
 
 def add_sessions_commands(sub: Any) -> None:

@@ -38,9 +38,23 @@ def lane_table(manifest: Manifest) -> Table:
             str(lane.chunks.reused),
             str(lane.rejections),
             str(lane.warnings),
-            ", ".join(f"{k}:{v}" for k, v in lane.llm.structured_output_rungs.items()),
+            _rungs(lane.llm.structured_output_rungs, lane.llm.structured_output_stepdowns),
         )
     return table
+
+
+def _rungs(rungs: dict[str, int], stepdowns: dict[str, int]) -> str:
+    """`json_object:12 (json_schema refused)`: the rungs that answered, and any refused."""
+    text = ", ".join(f"{k}:{v}" for k, v in rungs.items())
+    refused = ", ".join(stepdowns)
+    return f"{text} ({refused} refused)" if refused else text
+
+
+def _cost(cost_usd: float | None, unpriced_calls: int) -> str:
+    """A cost as a person reads it: never $0 for calls that could not be priced."""
+    if cost_usd is None:
+        return f"unpriced ({unpriced_calls} call{'s' if unpriced_calls != 1 else ''} without a price)"
+    return f"${cost_usd:.4f}"
 
 
 def totals_line(manifest: Manifest, wall: float) -> str:
@@ -50,7 +64,7 @@ def totals_line(manifest: Manifest, wall: float) -> str:
     return (
         f"validation: {manifest.validation_status} · rejections: {len(manifest.rejected)} · "
         f"warnings: {manifest.warnings} · LLM calls: {t.llm_calls} · tokens: "
-        f"{t.prompt_tokens}+{t.completion_tokens} · cost: ${t.cost_usd:.4f} · "
+        f"{t.prompt_tokens}+{t.completion_tokens} · cost: {_cost(t.cost_usd, t.unpriced_calls)} · "
         f"wall time: {wall:.1f}s"
     )
 

@@ -16,7 +16,12 @@ def units_in(messages: list[dict[str, Any]]) -> list[tuple[int, str, str]]:
 
 
 def system_of(messages: list[dict[str, Any]]) -> str:
-    return next((m["content"] for m in messages if m["role"] == "system"), "")
+    """The lane's own instructions: what follows the chunk in the first user message (the
+    system message is the preamble every lane shares; docs/lanes.md, "Prompts")."""
+    user = next((m["content"] for m in messages if m["role"] == "user"), "")
+    if isinstance(user, list):  # content blocks (Anthropic's cache marker)
+        user = "\n\n".join(str(block.get("text", "")) for block in user)
+    return user.split("\n\n", 1)[1] if "\n\n" in user else ""
 
 
 def npc_answer(messages: list[dict[str, Any]]) -> dict[str, Any]:

@@ -71,7 +71,7 @@ def _schema_of(request: dict[str, Any]) -> dict[str, Any]:
             return dict(fmt["schema"])
     for message in request.get("messages", []):
         content = str(message.get("content") or "")
-        if message.get("role") == "system" and SCHEMA_MARKER in content:
+        if SCHEMA_MARKER in content:
             try:
                 found = json.loads(content.split(SCHEMA_MARKER, 1)[1])
             except ValueError:

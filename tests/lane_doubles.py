@@ -255,7 +255,7 @@ class RecordingClient:
             self.requests.append(request)
         messages = [
             {"role": "system", "content": request.system},
-            {"role": "user", "content": request.user},
+            {"role": "user", "content": f"{request.user}\n\n{request.instructions}"},
         ]
         data = json.loads(self.responder(messages, request.schema_))
         return StructuredResponse(

@@ -1,8 +1,11 @@
 """The `session_bundle` asset's metadata as the UI shows it, on a real instance: the bundle's
 path (and URL when configured), the report's path, a content-safe Markdown summary, totals of
-this run only, and cost "unknown" for a model litellm has no price for."""
+this run only, and cost "unpriced" when a call had no price (never $0)."""
 
 from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import cast
 
 import json
 from pathlib import Path
@@ -12,10 +15,10 @@ from dagster import AssetKey, DagsterInstance
 
 from assets.bundle_summary import (
     BUNDLE_BASE_URL_ENV,
-    UNKNOWN,
+    UNPRICED,
+    usage_of,
     WARNING_MESSAGE_CHARS,
     Usage,
-    model_has_price,
     summary_markdown,
 )
 from assets.jobs import SESSION_JOB_NAME
@@ -53,11 +56,13 @@ def test_the_bundle_metadata_links_the_bundle_and_the_report_and_counts_this_run
     calls = len(double.calls)
     assert calls > 0
     assert meta["llm_calls"].value == meta["bundle_llm_calls"].value == calls
-    assert meta["cost_usd"].value == meta["bundle_cost_usd"].value == UNKNOWN
+    # The test double's profile prices its calls at $0 (it costs nothing); an unpriced call
+    # is shown as "unpriced" (test_a_lane_with_an_unpriced_call_makes_the_cost_unpriced).
+    assert meta["cost_usd"].value == meta["bundle_cost_usd"].value == 0.0
     assert meta["lanes_run"].value == ["npcs"]
     summary = meta["summary"].value
     assert "| npcs | accepted |" in summary and "**Rejections by validator**" in summary
-    assert "| this run | 1 | " + str(calls) in summary and "| unknown |" in summary
+    assert "| this run | 1 | " + str(calls) in summary and "| 0.000000 |" in summary
     texts = [json.loads(line)["text"] for line in SAMPLE.read_text().splitlines()]
     assert not any(t in summary for t in texts if len(t) > 40)
     assert str(tmp_path) not in summary
@@ -113,6 +118,15 @@ def test_the_summary_lists_warnings_content_safe_and_bounded(
     assert "| 0.000120 |" in text
 
 
-def test_a_priced_model_has_a_cost_and_an_unknown_one_does_not() -> None:
-    assert model_has_price("gpt-4o-mini")
-    assert not model_has_price("openai/smollm2-135m-instruct")
+def test_a_lane_with_an_unpriced_call_makes_the_cost_unpriced() -> None:
+    from notarius_dagster.engine.contracts import LLMUsage
+
+    def lane(lane_id: str, usage: LLMUsage) -> LaneResult:
+        return cast(LaneResult, SimpleNamespace(lane_id=lane_id, stats=SimpleNamespace(usage=usage)))
+
+    priced = lane("npcs", LLMUsage(calls=2, cost_usd=0.5))
+    unpriced = lane("spells", LLMUsage(calls=1, unpriced_calls=1))
+    assert usage_of([priced]).cost_usd == 0.5
+    assert usage_of([priced, unpriced]).cost_usd is None
+    assert usage_of([]).cost_usd == 0.0
+    assert UNPRICED == "unpriced"

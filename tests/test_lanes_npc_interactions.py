@@ -58,9 +58,9 @@ def test_the_prompt_lists_known_npc_names_only() -> None:
         {"npcs": npcs},
         client=client,
     )
-    user = client.requests[0].user
-    assert user.startswith("Known NPCs: Ornna\n")
-    assert "Secretive" not in user
+    request = client.requests[0]
+    assert request.instructions.endswith("Known NPCs: Ornna")
+    assert "Secretive" not in request.user + request.instructions
 
 
 def convert(doc: SourceDocument, items: list[dict[str, Any]]):

@@ -202,7 +202,7 @@ MODEL_PY = """
         creature: str = Field(min_length=1, max_length=80)
         place: str | None = Field(max_length=80)
 """
-PROMPT_MD = "You list creature sightings.\n---- user ----\n{chunk}\n"
+PROMPT_MD = "You list creature sightings.\n"
 PROFILE = {
     "version": 1,
     "pipeline": {
@@ -281,7 +281,7 @@ def test_adding_a_lane_is_one_folder_and_one_profile_entry(tmp_path: Path) -> No
         ("sighting-0003", "wolf", None),
     ]
     assert [r["source_refs"][0]["start_unit_id"] for r in records] == [0, 2, 4]
-    sent = double.calls[0].response_format
+    sent = double.calls[0].messages  # the json_object rung spells the schema out
     assert "SightingAnswerItem" in json.dumps(sent)
     assert get_kind("test/sighting-list").preview_fields == ("id", "creature")
     assert CATALOG.spec("extract", "test.sightings.extract") is not None

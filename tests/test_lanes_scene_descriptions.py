@@ -70,9 +70,9 @@ def test_identity_and_range_are_the_runners_even_if_the_model_answers_them(
 def test_the_prompt_states_mixed_scene_precedence(doc: SourceDocument, chunks: list[Chunk]) -> None:
     client = RecordingClient()
     run_scenes(doc, chunks, client)
-    system = client.requests[0].system
-    assert "combat is a substantive, central activity" in system
-    assert '"combat"' in system and "even when" in system
+    instructions = client.requests[0].instructions
+    assert "combat is a substantive, central activity" in instructions
+    assert '"combat"' in instructions and "even when" in instructions
 
 
 def test_a_chunk_with_any_fighting_is_classified_combat_by_the_double() -> None:

@@ -14,7 +14,8 @@ from notarius_dagster.engine.errors import LLMError, LLMUnavailableError
 from notarius_dagster.engine.llm_contract import StructuredRequest, StructuredResponse
 from notarius_dagster.llm.client import LiteLLMClient, TransientLLMError
 from notarius_dagster.llm.profiles import LLMProfile, offline_profile
-from notarius_dagster.llm.structured import choose_rung, response_format_for, system_prompt_for
+from notarius_dagster.llm.families import family_of
+from notarius_dagster.llm.structured import choose_rung, prompt_schema
 from notarius_dagster.llm.test_double import (
     double_profile,
     provider_error_of,
@@ -69,18 +70,31 @@ def ask(answers: list[str], **profile_overrides: Any) -> tuple[StructuredRespons
 
 
 def test_the_double_starts_on_the_json_object_rung() -> None:
-    assert choose_rung(double_profile()) == "json_object"
+    assert choose_rung(double_profile(), family_of(double_profile())) == "json_object"
 
 
-def test_json_object_rung_sends_the_schema_in_the_prompt_and_the_response_format() -> None:
-    _, double = ask([VALID])
+def test_json_object_rung_sends_the_schema_after_the_shared_prompt() -> None:
+    with scripted_llm(replay(VALID)) as double:
+        client().complete_structured(request(instructions="List every NPC."))
     (call,) = double.calls
-    assert call.response_format == {"type": "json_object", "schema": SCHEMA}
-    system = call.messages[0]
-    assert system["role"] == "system"
-    assert system["content"].startswith("Extract the non-player characters.")
-    assert json.dumps(SCHEMA, indent=2, sort_keys=True) in system["content"]
-    assert call.messages[1] == {"role": "user", "content": f"[1] DM: {SECRET}"}
+    # Not the llama.cpp server: the schema is not sent as a grammar, only spelled out.
+    assert call.response_format == {"type": "json_object"}
+    assert call.messages[0] == {"role": "system", "content": "Extract the non-player characters."}
+    user = call.messages[1]
+    assert user["role"] == "user"
+    # The shared part (the chunk) first, the lane's instructions and the compact schema after,
+    # so that calls of several lanes on one chunk share a prefix a provider can cache.
+    assert user["content"].startswith(f"[1] DM: {SECRET}\n\nList every NPC.\n\n")
+    assert user["content"].endswith(prompt_schema(SCHEMA))
+    assert "\n  " not in prompt_schema(SCHEMA)  # compact, not pretty-printed
+
+
+def test_the_prompt_schema_leaves_out_the_citation_enum() -> None:
+    cited = {"type": "array", "items": {"type": "integer", "enum": [101, 102, 103]}}
+    schema = {"type": "object", "properties": {"unit_ids": cited}, "required": ["unit_ids"]}
+    spelled = json.loads(prompt_schema(schema))
+    assert spelled["properties"]["unit_ids"]["items"] == {"type": "integer"}
+    assert schema["properties"]["unit_ids"]["items"]["enum"] == [101, 102, 103]  # not mutated
 
 
 def test_a_valid_first_answer_is_returned_with_its_tokens_in_one_call() -> None:
@@ -238,19 +252,25 @@ def test_calls_from_worker_threads_are_answered_and_recorded() -> None:
     assert sorted(call.session_id or "" for call in double.calls) == sessions
 
 
-def test_models_with_response_schema_support_start_on_the_json_schema_rung() -> None:
+def test_openai_models_start_on_the_strict_json_schema_rung() -> None:
     profile = LLMProfile(name="hosted", model="openai/gpt-4o", api_key_env="OPENAI_API_KEY")
-    assert choose_rung(profile) == "json_schema"
-    assert response_format_for("json_schema", "npcs", SCHEMA) == {
-        "type": "json_schema",
-        "json_schema": {"name": "npcs", "schema": SCHEMA, "strict": False},
-    }
-    assert system_prompt_for("json_schema", "Extract.", SCHEMA) == "Extract."
+    family = family_of(profile)
+    assert choose_rung(profile, family) == "json_schema"
+    sent = family.response_format("json_schema", "npcs", SCHEMA)
+    assert sent["json_schema"]["strict"] is True
+    item = sent["json_schema"]["schema"]["properties"]["npcs"]["items"]
+    assert item["additionalProperties"] is False
+    assert item["required"] == ["name", "level"]
+
+
+def test_a_profile_picks_its_rung() -> None:
+    profile = LLMProfile(name="hosted", model="openai/gpt-4o", structured_output="json_object")
+    assert choose_rung(profile, family_of(profile)) == "json_object"
 
 
 def test_the_offline_server_profile_stays_on_json_object() -> None:
     # llama.cpp's server rejects response_format type json_schema; it constrains json_object.
-    assert choose_rung(offline_profile()) == "json_object"
+    assert choose_rung(offline_profile(), family_of(offline_profile())) == "json_object"
 
 
 def test_the_profile_fingerprint_is_stable_and_follows_the_model() -> None:
@@ -460,7 +480,7 @@ def test_a_priced_model_reports_litellms_own_price_for_the_call() -> None:
         }
     )
     try:
-        response, _ = ask([VALID])
+        response, _ = ask([VALID], input_cost_per_token=None, output_cost_per_token=None)
     finally:
         if before is None:
             litellm.model_cost.pop(model, None)
@@ -468,3 +488,31 @@ def test_a_priced_model_reports_litellms_own_price_for_the_call() -> None:
             litellm.model_cost[model] = before
     expected = response.prompt_tokens * 1e-6 + response.completion_tokens * 2e-6
     assert response.cost_usd == pytest.approx(expected)
+
+
+def test_a_call_litellm_cannot_price_is_unpriced_never_free() -> None:
+    """The double is in no price map: without prices of its own a call has no price, and the
+    response says so (None), rather than $0, which would read as a free local model."""
+    response, _ = ask(
+        [VALID],
+        model="notarius-double/never-priced",
+        input_cost_per_token=None,
+        output_cost_per_token=None,
+    )
+    assert response.cost_usd is None
+    from notarius_dagster.engine.contracts import LLMUsage
+
+    usage = LLMUsage.of(response)
+    assert usage.unpriced_calls == 1 and usage.priced_cost_usd is None
+    assert (usage + LLMUsage.of(response)).unpriced_calls == 2
+
+
+def test_a_profile_sets_its_own_prices() -> None:
+    response, _ = ask([VALID], input_cost_per_token=3e-6, output_cost_per_token=5e-6)
+    expected = response.prompt_tokens * 3e-6 + response.completion_tokens * 5e-6
+    assert response.cost_usd == pytest.approx(expected)
+
+
+def test_prices_are_set_together() -> None:
+    with pytest.raises(ValueError, match="set together"):
+        double_profile(input_cost_per_token=1e-6, output_cost_per_token=None)

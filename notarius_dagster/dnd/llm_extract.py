@@ -32,10 +32,15 @@ from notarius_dagster.engine.digest import digest_of
 from notarius_dagster.engine.errors import LaneError
 from notarius_dagster.engine.lane_models import CITATION_FIELD, allows_none
 from notarius_dagster.engine.lanes import LaneSpec, ModuleFactory
-from notarius_dagster.engine.llm_contract import StructuredRequest
+from notarius_dagster.engine.llm_contract import StructuredRequest, StructuredResponse
 from notarius_dagster.engine.models import Chunk, RunWarning, SourceDocument
 
-PROMPT_SPLIT = "\n---- user ----\n"
+PREAMBLE = Path(__file__).with_name("preamble.md")
+"""What every D&D lane sends first, alike: the system message, then the chunk. Calls of several
+lanes on one chunk thus share their prompt's prefix, which providers' prompt caches reuse; each
+lane's own instructions come after the chunk."""
+CHUNK_HEADING = "Transcript excerpt:"
+OLD_SEPARATOR = "---- user ----"
 
 PayloadWithWarnings = tuple[dict[str, Any], list[RunWarning]]
 """What converting an answer gives: the lane's payload and the warnings of the conversion."""
@@ -48,19 +53,32 @@ PromptContext = Callable[[ExtractRequest], str]
 
 
 class LanePrompt:
-    """A prompt file: system text, then `---- user ----`, then a user template with
-    `{chunk}` (and optionally `{context}`) placeholders."""
+    """A lane's prompt file: the lane's instructions, sent after the shared preamble and the
+    chunk, with an optional `{context}` placeholder (what a reference gives the lane, such as
+    the known NPCs). `sha256` covers the preamble too: editing either re-runs the lane."""
 
     def __init__(self, path: Path) -> None:
         text = path.read_text(encoding="utf-8")
-        if PROMPT_SPLIT not in text:
-            raise ValueError(f"prompt file {path.name} lacks the '---- user ----' separator")
-        self.system, self.user_template = text.split(PROMPT_SPLIT, 1)
-        self.sha256 = "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+        if OLD_SEPARATOR in text or "{chunk}" in text:
+            raise ValueError(
+                f"prompt file {path.name} uses the old layout ('{OLD_SEPARATOR}' and "
+                "'{chunk}'): a prompt file now holds only the lane's instructions (the chunk "
+                "is placed before them); see docs/lanes.md"
+            )
+        self.preamble = PREAMBLE.read_text(encoding="utf-8").strip()
+        self.instructions = text.strip()
+        self.sha256 = (
+            "sha256:" + hashlib.sha256(f"{self.preamble}\n\n{text}".encode()).hexdigest()
+        )
 
-    def render(self, chunk: str, context: str = "") -> tuple[str, str]:
-        user = self.user_template.replace("{context}", context).replace("{chunk}", chunk)
-        return self.system.strip(), user.strip()
+    def render(self, chunk: str, context: str = "") -> tuple[str, str, str]:
+        """(system, user, instructions): the preamble, the chunk under its heading, and the
+        lane's instructions with `{context}` filled in."""
+        return (
+            self.preamble,
+            f"{CHUNK_HEADING}\n{chunk}",
+            self.instructions.replace("{context}", context),
+        )
 
 
 class CitationScheme:
@@ -249,16 +267,17 @@ class LLMListExtractor:
             raise LaneError("no LLM client is configured for an LLM-backed extractor")
         context = self.context(request) if self.context else ""
         chunk = request.chunk
-        system, user = self.prompt.render(
+        system, user, instructions = self.prompt.render(
             self.citations.chunk_text(chunk, request.document), context
         )
         party = party_context(request.context.references, request.context.session_id)
         if party:  # a bound roster names the party (names only); unbound: the prompt as before
-            user = f"{party}\n{user}"
+            instructions = f"{instructions}\n\n{party}"
         response = client.complete_structured(
             StructuredRequest(
                 system=system,
                 user=user,
+                instructions=instructions,
                 schema=self.request_schema(chunk),
                 schema_name=self.answer_model.__name__,
                 session_id=request.context.session_id,
@@ -267,10 +286,12 @@ class LLMListExtractor:
             )
         )
         usage = LLMUsage.of(response)
+        stepdown = stepdown_warning(response, request)
         if not response.valid or response.data is None:
             return ModuleOutput(
                 payload=None,
                 usage=usage,
+                warnings=stepdown,
                 schema_errors=response.errors or ("answer did not validate",),
             )
         answer = self.answer_model.model_validate(response.data).model_dump(mode="json")
@@ -278,7 +299,30 @@ class LLMListExtractor:
             for item in answer[self.lane.items_field]:
                 item[CITATION_FIELD] = self.citations.unit_ids(item[CITATION_FIELD], chunk)
         payload, warnings = self.payload(answer, request)
-        return ModuleOutput(payload=payload, usage=usage, warnings=tuple(warnings))
+        return ModuleOutput(payload=payload, usage=usage, warnings=(*stepdown, *warnings))
+
+
+def stepdown_warning(
+    response: StructuredResponse, request: ExtractRequest
+) -> tuple[RunWarning, ...]:
+    """The warning of a request the provider made step down the structured-output ladder. It
+    is given once per lane: after a refusal the client starts that lane's requests on the
+    lower rung, so later requests are not refused again."""
+    if response.stepped_down_from is None:
+        return ()
+    return (
+        RunWarning(
+            stage="extract",
+            code="structured_output_stepdown",
+            message=(
+                f"the provider refused the {response.stepped_down_from} rung "
+                f"({response.stepdown_reason or 'no reason given'}); this lane continues one "
+                "rung lower, where the schema is checked by the client, not enforced"
+            ),
+            lane=request.context.lane_id,
+            chunk_id=request.chunk.chunk_id,
+        ),
+    )
 
 
 def llm_extractor(

@@ -214,8 +214,20 @@ class LaneUsage(Frozen):
     calls: int = Field(ge=0)
     prompt_tokens: int = Field(ge=0)
     completion_tokens: int = Field(ge=0)
-    cost_usd: float
+    cached_prompt_tokens: int = Field(
+        default=0, ge=0, description="prompt tokens the provider served from its prompt cache"
+    )
+    cost_usd: float | None = Field(
+        description="USD; null when a call could not be priced (see unpriced_calls)"
+    )
+    unpriced_calls: int = Field(
+        default=0, ge=0, description="calls with no price (not in litellm's map, none in the profile)"
+    )
     structured_output_rungs: dict[str, int]
+    structured_output_stepdowns: dict[str, int] = Field(
+        default_factory=dict,
+        description="requests that stepped down the ladder, by the rung the provider refused",
+    )
 
 
 class ManifestLane(Frozen):
@@ -256,8 +268,20 @@ class Totals(Frozen):
     llm_calls: int = Field(ge=0)
     prompt_tokens: int = Field(ge=0)
     completion_tokens: int = Field(ge=0)
-    cost_usd: float
+    cached_prompt_tokens: int = Field(
+        default=0, ge=0, description="prompt tokens the provider served from its prompt cache"
+    )
+    cost_usd: float | None = Field(
+        description="USD; null when a call could not be priced (see unpriced_calls)"
+    )
+    unpriced_calls: int = Field(
+        default=0, ge=0, description="calls with no price (not in litellm's map, none in the profile)"
+    )
     structured_output_rungs: dict[str, int]
+    structured_output_stepdowns: dict[str, int] = Field(
+        default_factory=dict,
+        description="requests that stepped down the ladder, by the rung the provider refused",
+    )
 
 
 class Timing(Frozen):

@@ -74,8 +74,11 @@ def _spending(usage: LLMUsage) -> dict[str, Any]:
     return {
         "prompt_tokens": usage.prompt_tokens,
         "completion_tokens": usage.completion_tokens,
-        "cost_usd": usage.cost_usd,
+        "cached_prompt_tokens": usage.cached_prompt_tokens,
+        "cost_usd": usage.priced_cost_usd,
+        "unpriced_calls": usage.unpriced_calls,
         "structured_output_rungs": usage.rungs,
+        "structured_output_stepdowns": usage.stepdowns,
     }
 
 

@@ -38,15 +38,28 @@ _LONG_SECRETISH = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{24,}={0,2}(?!
 _RUN_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
+_NAME_SEPARATORS = re.compile(r"[-/_.]")
+MAX_MIXED_SEGMENT = 4
+"""A name segment that mixes letters and digits (`4o`, `v2`, `2024`) is at most this long."""
+
+
 def _looks_random(token: str) -> bool:
-    """A long run of letters and digits mixed is a key, a hash or a token, not a word. A
-    lowercase UUID is the exception: it is how Dagster names runs, and a message that names a
-    run (`wait for run ...`) must keep it."""
+    """A long run of letters and digits mixed is a key, a hash or a token, not a word. Two
+    exceptions: a lowercase UUID (how Dagster names runs: a message that names a run must keep
+    it), and a name made of word-like segments (`anthropic/claude-haiku-4-5`, `gpt-4o-mini`:
+    a model name is not a secret, and a message that hides it cannot be acted on)."""
     if _RUN_ID.fullmatch(token):
+        return False
+    segments = [s for s in _NAME_SEPARATORS.split(token) if s]
+    if len(segments) > 1 and all(_word_like(s) for s in segments):
         return False
     has_digit = any(c.isdigit() for c in token)
     has_alpha = any(c.isalpha() for c in token)
     return has_digit and has_alpha
+
+
+def _word_like(segment: str) -> bool:
+    return segment.isalpha() or segment.isdigit() or len(segment) <= MAX_MIXED_SEGMENT
 
 
 def _redact_assignment(match: re.Match[str]) -> str:
@@ -178,6 +191,46 @@ def _shares_window(summary: str, forms: Iterable[str]) -> bool:
     return any(
         norm[i : i + SHARED_WINDOW] in haystack for i in range(len(norm) - SHARED_WINDOW + 1)
     )
+
+
+REASON_MAX_CHARS = 300
+
+
+def provider_reason(message: str, sent: Iterable[str]) -> str:
+    """A provider's stated reason, shown where it is about our request rather than the user's
+    text (a refused schema: "Invalid schema for response_format 'NpcList': In context=(),
+    'additionalProperties' is required to be supplied and to be false"). The `message` of a
+    JSON error body is taken when there is one; the result is one line of printable text of
+    at most `REASON_MAX_CHARS`. If any `SHARED_WINDOW` characters of it occur in what was sent
+    (the prompt, the transcript), it may be an echo: only the `safe_summary` is kept."""
+    text = _PROVIDER_PREFIX.sub("", message, count=1)
+    text = _json_error_message(text) or text
+    text = "".join(ch for ch in " ".join(text.split()) if ch.isprintable())
+    if len(text) > REASON_MAX_CHARS:
+        text = text[:REASON_MAX_CHARS].rsplit(" ", 1)[0] + " ..."
+    if _shares_window(text, _sent_forms(sent)):
+        return safe_summary(message, sent)
+    return text
+
+
+def _json_error_message(text: str) -> str | None:
+    """The innermost `message` of the first JSON object in `text` (provider error bodies:
+    `{"error": {"message": ...}}`, `{"type": "error", "error": {...}}`), if any."""
+    start = text.find("{")
+    if start < 0:
+        return None
+    try:
+        value, _ = json.JSONDecoder().raw_decode(text[start:])
+    except ValueError:
+        return None
+    found: str | None = None
+    while isinstance(value, dict):
+        if isinstance(value.get("message"), str):
+            found = value["message"]
+        value = value.get("error")
+    if isinstance(value, str) and found is None:
+        found = value  # Ollama: {"error": "..."}
+    return found
 
 
 _FIELD = re.compile(r"""["']?(type|code)["']?\s*[:=]\s*["']([A-Za-z0-9_.-]{1,48})["']""")

@@ -6,9 +6,12 @@ option needs `tenacity` (not a declared dependency; without it every provider er
 bare `Exception("tenacity import failed ...")`), retries non-transient errors such as a bad key
 too, and on the synchronous path retries without any pause. So litellm is called with
 `num_retries=0` (which also sets the OpenAI SDK's own `max_retries` to 0, leaving exactly one
-retry mechanism) and transient errors are retried here with exponential backoff.
+retry mechanism) and transient errors are retried here, after what the provider asks
+(`Retry-After`, Gemini's `retryDelay`) or an exponential backoff (`errors.py`).
 
-The client holds only configuration, so one instance may serve many threads at once."""
+The client holds configuration and one piece of state: the rungs a provider refused for a
+lane, so that one refusal steps the lane down for the rest of the run rather than being met
+again on every chunk. It is thread-safe; one instance may serve many threads at once."""
 
 from __future__ import annotations
 
@@ -16,11 +19,10 @@ import json
 import random
 import threading
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, cast
 
-import openai
 from jsonschema import Draft202012Validator
 
 from notarius_dagster.engine.errors import LLMError, NotariusError
@@ -30,19 +32,24 @@ from notarius_dagster.engine.llm_contract import (
     StructuredResponse,
     StructuredRung,
 )
-from notarius_dagster.engine.redaction import provider_fields, redact_secrets, safe_summary
 from notarius_dagster.llm._litellm import litellm
+from notarius_dagster.llm.errors import (
+    failure_kind,
+    provider_error,
+    refusal_reason,
+    retry_after_s,
+)
+from notarius_dagster.llm.families import FirstRung, ProviderFamily, family_of
 from notarius_dagster.llm.profiles import LLMProfile
 from notarius_dagster.llm.structured import (
+    LOWER_RUNG,
     check_answer,
     choose_rung,
+    lane_tail,
     reask_message,
-    response_format_for,
-    system_prompt_for,
 )
 
 MAX_BACKOFF_S = 30.0
-_TRANSIENT_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 
 
 @dataclass(frozen=True)
@@ -53,7 +60,8 @@ class _Answer:
     truncated: bool
     prompt_tokens: int
     completion_tokens: int
-    cost_usd: float
+    cached_prompt_tokens: int
+    cost_usd: float | None
 
 
 @dataclass
@@ -63,13 +71,51 @@ class _Tally:
     calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    cost_usd: float = 0.0
+    cached_prompt_tokens: int = 0
+    cost_usd: float | None = 0.0
 
     def add(self, answer: _Answer) -> None:
         self.calls += 1
         self.prompt_tokens += answer.prompt_tokens
         self.completion_tokens += answer.completion_tokens
-        self.cost_usd += answer.cost_usd
+        self.cached_prompt_tokens += answer.cached_prompt_tokens
+        if self.cost_usd is None or answer.cost_usd is None:
+            self.cost_usd = None
+        else:
+            self.cost_usd += answer.cost_usd
+
+
+@dataclass
+class _StepDown:
+    """A rung the provider refused for this request, and why."""
+
+    rung: FirstRung
+    reason: str
+
+
+class _Refused(Exception):
+    """The provider refused the request's schema or response format (HTTP 400)."""
+
+    def __init__(self, reason: str, error: LLMError) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.error = error
+
+
+@dataclass
+class _Refusals:
+    """Rungs refused per lane (thread-safe)."""
+
+    by_lane: dict[str, set[str]] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def refused(self, lane: str | None) -> set[str]:
+        with self.lock:
+            return set(self.by_lane.get(lane or "", ()))
+
+    def add(self, lane: str | None, rung: str) -> None:
+        with self.lock:
+            self.by_lane.setdefault(lane or "", set()).add(rung)
 
 
 class LiteLLMClient:
@@ -78,7 +124,8 @@ class LiteLLMClient:
     `api_base_override` points the client at an endpoint known only at run time (the port of
     the offline server this run started). A profile that names an API key variable must find it
     set when the client is built: a missing key is reported, never replaced by another model.
-    `retry_backoff_s` is the first pause between transient retries (tests pass 0)."""
+    `retry_backoff_s` is the first pause between transient retries (tests pass 0); `sleep` is
+    how the client waits (tests pass a recorder)."""
 
     def __init__(
         self,
@@ -86,6 +133,7 @@ class LiteLLMClient:
         *,
         api_base_override: str | None = None,
         retry_backoff_s: float = 1.0,
+        sleep: Callable[[float], None] | None = None,
     ) -> None:
         profile.resolve_api_key()  # fail fast, before any request is built
         if profile.model.startswith("notarius-double/"):
@@ -95,48 +143,112 @@ class LiteLLMClient:
 
             register_double()
         self._profile = profile
+        self._family = family_of(profile)
         self._api_base = api_base_override or profile.api_base
         self._retry_backoff_s = retry_backoff_s
+        self._sleep = sleep or time.sleep
+        self._refusals = _Refusals()
+        self._reasoning = self._family.name == "openai" and _supports_reasoning(profile.model)
 
     @property
     def profile(self) -> LLMProfile:
         return self._profile
 
     @property
+    def family(self) -> ProviderFamily:
+        return self._family
+
+    @property
     def api_base(self) -> str | None:
         return self._api_base
 
+    def first_rung(self, lane: str | None = None) -> FirstRung:
+        """The rung the next request of `lane` starts on (below any rung refused for it)."""
+        rung: FirstRung | None = choose_rung(self._profile, self._family)
+        refused = self._refusals.refused(lane)
+        while rung is not None and rung in refused:
+            rung = LOWER_RUNG[rung]
+        return rung or "json_object"
+
     def complete_structured(self, request: StructuredRequest) -> StructuredResponse:
-        """Climb the ladder for one request: first rung, then at most one re-ask.
+        """Climb the ladder for one request: first rung (stepping down if the provider refuses
+        it), then at most one re-ask.
 
         `calls` counts completions that came back (1, or 2 after a re-ask); transient failures
-        retried before an answer arrived are not calls. A schema that is not valid JSON Schema
-        raises `jsonschema.SchemaError` before anything is sent: that is a lane bug."""
+        retried before an answer arrived and refused requests are not calls. A schema that is
+        not valid JSON Schema raises `jsonschema.SchemaError` before anything is sent: that is
+        a lane bug."""
         schema = request.schema_
         validator = compiled_validator(schema)
-        first_rung = choose_rung(self._profile)
-        response_format = response_format_for(first_rung, request.schema_name, schema)
-        messages: list[dict[str, Any]] = [
-            {"role": "system", "content": system_prompt_for(first_rung, request.system, schema)},
-            {"role": "user", "content": request.user},
-        ]
+        rung = self.first_rung(request.lane)
+        step_down: _StepDown | None = None
+        while True:
+            messages = self.messages(rung, request)
+            try:
+                answer = self._complete(messages, rung, request)
+                break
+            except _Refused as refusal:
+                lower = LOWER_RUNG[rung]
+                if lower is None:
+                    raise refusal.error from None
+                self._refusals.add(request.lane, rung)
+                step_down = step_down or _StepDown(rung, refusal.reason)
+                rung = lower
         tally = _Tally()
-
-        answer = self._complete(messages, response_format, request)
         tally.add(answer)
-        data, errors = check_answer(answer.content, validator, truncated=answer.truncated)
+        data, errors = self._check(answer, rung, validator, schema)
         if not errors:
-            return self._response(data, first_rung, errors, tally)
+            return self._response(data, rung, errors, tally, step_down)
 
         messages = [
             *messages,
             {"role": "assistant", "content": answer.content or ""},
             {"role": "user", "content": reask_message(errors)},
         ]
-        answer = self._complete(messages, response_format, request)
+        try:
+            answer = self._complete(messages, rung, request)
+        except _Refused as refusal:  # refused on the re-ask only: not a schema problem
+            raise refusal.error from None
         tally.add(answer)
-        data, errors = check_answer(answer.content, validator, truncated=answer.truncated)
-        return self._response(data, "reask", errors, tally)
+        data, errors = self._check(answer, rung, validator, schema)
+        return self._response(data, "reask", errors, tally, step_down)
+
+    def _check(
+        self,
+        answer: _Answer,
+        rung: FirstRung,
+        validator: Draft202012Validator,
+        schema: dict[str, Any],
+    ) -> tuple[dict[str, Any] | None, tuple[str, ...]]:
+        content = answer.content
+        if content and rung == "json_schema" and self._family.strict:
+            try:
+                value = json.loads(content)
+            except json.JSONDecodeError:
+                pass  # check_answer reports it
+            else:
+                content = json.dumps(self._family.read_back(rung, value, schema))
+        return check_answer(content, validator, truncated=answer.truncated)
+
+    def messages(self, rung: FirstRung, request: StructuredRequest) -> list[dict[str, Any]]:
+        """System preamble, then one user message: the shared part (the chunk) first, the
+        lane's tail after, so calls of several lanes on one chunk share a cacheable prefix."""
+        tail = lane_tail(rung, request.instructions, request.schema_)
+        user: Any = f"{request.user.rstrip()}\n\n{tail}" if tail else request.user
+        prefix_chars = len(request.system) + len(request.user)
+        if tail and self._family.caches_prefix(prefix_chars):
+            user = [
+                {
+                    "type": "text",
+                    "text": request.user.rstrip(),
+                    "cache_control": {"type": "ephemeral"},
+                },
+                {"type": "text", "text": tail},
+            ]
+        return [
+            {"role": "system", "content": request.system},
+            {"role": "user", "content": user},
+        ]
 
     def _response(
         self,
@@ -144,6 +256,7 @@ class LiteLLMClient:
         rung: StructuredRung,
         errors: tuple[str, ...],
         tally: _Tally,
+        step_down: _StepDown | None,
     ) -> StructuredResponse:
         return StructuredResponse(
             data=data if not errors else None,
@@ -153,24 +266,25 @@ class LiteLLMClient:
             calls=tally.calls,
             prompt_tokens=tally.prompt_tokens,
             completion_tokens=tally.completion_tokens,
+            cached_prompt_tokens=tally.cached_prompt_tokens,
             cost_usd=tally.cost_usd,
             model=self._profile.model,
+            stepped_down_from=step_down.rung if step_down else None,
+            stepdown_reason=step_down.reason if step_down else None,
         )
 
-    def _complete(
-        self,
-        messages: list[dict[str, Any]],
-        response_format: dict[str, Any],
-        request: StructuredRequest,
-    ) -> _Answer:
-        """One completion, retried on transient provider errors only."""
+    def completion_kwargs(
+        self, messages: list[dict[str, Any]], rung: FirstRung, request: StructuredRequest
+    ) -> dict[str, Any]:
+        """The arguments of one `litellm.completion` call (public for `notarius validate
+        --ping` and the benchmarks)."""
         profile = self._profile
         kwargs: dict[str, Any] = {
             "model": profile.model,
             "messages": messages,
-            "response_format": response_format,
-            "temperature": profile.temperature,
-            "max_tokens": profile.max_tokens,
+            "response_format": self._family.response_format(
+                rung, request.schema_name, request.schema_
+            ),
             "timeout": profile.timeout_s,
             "num_retries": 0,
             "metadata": {
@@ -179,12 +293,36 @@ class LiteLLMClient:
                 "chunk_id": request.chunk_id,
             },
         }
+        if self._reasoning:
+            # OpenAI's reasoning models (o-series, gpt-5) take only their default temperature
+            # (litellm refuses any other before sending), and their hidden reasoning counts
+            # against the completion budget (litellm sends max_completion_tokens).
+            kwargs["max_tokens"] = profile.max_tokens + profile.reasoning_tokens
+        else:
+            kwargs["temperature"] = profile.temperature
+            kwargs["max_tokens"] = profile.max_tokens
+        if profile.priced:
+            kwargs["input_cost_per_token"] = profile.input_cost_per_token
+            kwargs["output_cost_per_token"] = profile.output_cost_per_token
+        prompt_chars = sum(len(json.dumps(m.get("content"))) for m in messages)
+        kwargs.update(self._family.request_params(profile, prompt_chars))
+        kwargs.update(profile.params)
         if self._api_base is not None:
             kwargs["api_base"] = self._api_base
         api_key = profile.resolve_api_key()
         if api_key is not None:
             kwargs["api_key"] = api_key
+        return kwargs
 
+    def _complete(
+        self, messages: list[dict[str, Any]], rung: FirstRung, request: StructuredRequest
+    ) -> _Answer:
+        """One completion, retried on transient provider errors only; raises `_Refused` when
+        the provider refuses the rung's schema or response format."""
+        profile = self._profile
+        kwargs = self.completion_kwargs(messages, rung, request)
+        api_key = kwargs.get("api_key")
+        sent = [request.system, request.user, request.instructions]
         attempts = profile.retries + 1
         for attempt in range(1, attempts + 1):
             try:
@@ -192,25 +330,65 @@ class LiteLLMClient:
             except NotariusError:
                 raise
             except Exception as exc:  # the provider boundary: every failure becomes an LLMError
-                transient = is_transient(exc)
-                if transient and attempt < attempts:
-                    time.sleep(self._backoff(attempt))
-                    continue
-                raise provider_error(
-                    exc,
-                    profile.model,
-                    attempt,
-                    request,
-                    sent=[str(m.get("content") or "") for m in messages],
-                    api_key=api_key,
-                    timeout_s=profile.timeout_s,
-                ) from None
+                kind = failure_kind(exc)
+                if kind == "refusal" and rung in LOWER_RUNG:
+                    error = self._error(exc, attempt, sent, api_key, kind="permanent")
+                    raise _Refused(refusal_reason(exc, sent, (api_key,)), error) from None
+                if kind == "transient" and attempt < attempts:
+                    wait = self._wait(exc, attempt)
+                    if wait is not None:
+                        self._sleep(wait)
+                        continue
+                    raise self._error(
+                        exc,
+                        attempt,
+                        sent,
+                        api_key,
+                        hint=f"The provider asked to wait {retry_after_s(exc):g} s "
+                        f"(Retry-After), longer than the profile's timeout_s "
+                        f"({profile.timeout_s:g} s)",
+                    ) from None
+                raise self._error(exc, attempt, sent, api_key) from None
             return _answer_of(response)
         raise AssertionError("unreachable: the retry loop returns or raises")
 
-    def _backoff(self, attempt: int) -> float:
+    def _error(
+        self,
+        exc: BaseException,
+        attempts: int,
+        sent: list[str],
+        api_key: str | None,
+        *,
+        kind: Any = None,
+        hint: str | None = None,
+    ) -> LLMError:
+        return provider_error(
+            exc,
+            profile_name=self._profile.name,
+            model=self._profile.model,
+            attempts=attempts,
+            sent=sent,
+            api_key=api_key,
+            timeout_s=self._profile.timeout_s,
+            kind=kind,
+            hint=hint,
+        )
+
+    def _wait(self, exc: BaseException, attempt: int) -> float | None:
+        """The pause before retry `attempt + 1`: what the provider asked for (None if that is
+        longer than the profile's `timeout_s`), else an exponential backoff with jitter."""
+        asked = retry_after_s(exc)
+        if asked is not None:
+            return asked if asked <= self._profile.timeout_s else None
         base = self._retry_backoff_s * 2 ** (attempt - 1)
         return min(MAX_BACKOFF_S, base + random.uniform(0, self._retry_backoff_s))
+
+
+def _supports_reasoning(model: str) -> bool:
+    try:
+        return bool(litellm.supports_reasoning(model=model))
+    except Exception:  # a model litellm does not know
+        return False
 
 
 # Compiled validators by canonical schema text. A lane sends the same few schemas thousands of
@@ -236,103 +414,33 @@ def compiled_validator(schema: dict[str, Any]) -> Draft202012Validator:
     return validator
 
 
-def is_transient(exc: BaseException) -> bool:
-    """Rate limits, timeouts, lost connections and server-side 5xx may pass on their own."""
-    if isinstance(
-        exc, openai.RateLimitError | openai.APIConnectionError | openai.InternalServerError
-    ):
-        return True
-    return getattr(exc, "status_code", None) in _TRANSIENT_STATUS
-
-
-def provider_error(
-    exc: BaseException,
-    model: str,
-    attempts: int,
-    request: StructuredRequest,
-    *,
-    sent: Sequence[str] = (),
-    api_key: str | None = None,
-    timeout_s: float | None = None,
-) -> LLMError:
-    """A content-safe LLMError. A provider's message is untrusted text (it may quote the
-    request, escaped, cut or re-flowed), so only an allowlist of it is kept: the HTTP status,
-    the exception class, the provider's error `type`/`code` identifiers, what a timeout or a
-    lost connection means, and a few leading words that cannot carry anything that was sent
-    (`engine/redaction.py: safe_summary`). The key that was sent, and anything shaped like a
-    credential, is redacted from the result."""
-    texts = (request.system, request.user, *sent)
-    raw = redact_secrets(str(exc), (api_key,))
-    chain = _causes(exc)
-    parts = [type(exc).__name__]
-    if any(isinstance(c, openai.APITimeoutError | TimeoutError) for c in chain):
-        # litellm reports a timeout as HTTP 408 and a lost connection as HTTP 500: no status
-        # came from the provider, so none is shown; what happened is said instead.
-        parts.append(f"no answer within {timeout_s:g} s" if timeout_s else "timed out")
-    elif any(isinstance(c, openai.APIConnectionError | ConnectionError) for c in chain):
-        parts.append(_connection_cause(chain))
-    else:
-        status = getattr(exc, "status_code", None)
-        if isinstance(status, int) and 100 <= status <= 599:
-            parts.insert(0, f"HTTP {status}")
-    fields = {
-        k: v for k, v in provider_fields(raw).items() if safe_summary(v.replace("_", " "), texts)
-    }
-    parts.extend(f"{k} {v}" for k, v in fields.items())
-    summary = redact_secrets(safe_summary(raw, texts), (api_key,))
-    tries = "attempt" if attempts == 1 else "attempts"
-    text = f"LLM call to {model} failed after {attempts} {tries}: {', '.join(parts)}"
-    if summary:
-        text = f"{text}: {summary}"
-    return TransientLLMError(text) if is_transient(exc) else LLMError(text)
-
-
-def _causes(exc: BaseException) -> list[BaseException]:
-    """`exc` and the exceptions it was raised from (bounded: a chain may be long)."""
-    chain: list[BaseException] = []
-    cause: BaseException | None = exc
-    while cause is not None and len(chain) < 16 and cause not in chain:
-        chain.append(cause)
-        cause = cause.__cause__ or cause.__context__
-    return chain
-
-
-def _connection_cause(chain: Sequence[BaseException]) -> str:
-    """What broke a connection, named by the classes in the chain (never their text)."""
-    if any(isinstance(c, ConnectionResetError) for c in chain):
-        return "connection reset by the provider"
-    if any(isinstance(c, ConnectionRefusedError) for c in chain):
-        return "connection refused"
-    names = " ".join(type(c).__name__ for c in chain).lower()
-    if "remoteprotocol" in names or "disconnect" in names:
-        return "the provider closed the connection without an answer"
-    return "connection failed"
-
-
 def _answer_of(response: Any) -> _Answer:
     """Pull content, truncation, token usage and cost out of a litellm ModelResponse."""
     choice = response.choices[0]
     usage = getattr(response, "usage", None)
+    details = getattr(usage, "prompt_tokens_details", None)
     return _Answer(
         content=cast("str | None", choice.message.content),
         truncated=getattr(choice, "finish_reason", None) == "length",
         prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
         completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+        cached_prompt_tokens=int(getattr(details, "cached_tokens", 0) or 0),
         cost_usd=_cost_of(response),
     )
 
 
-def _cost_of(response: Any) -> float:
-    """litellm's price for the call; models missing from its price map (local ones, the test
-    double) cost 0.0 rather than failing the extraction. litellm prices every completion once
-    itself (`_hidden_params["response_cost"]`, None when it has no price); asking
-    `completion_cost` again cost a fifth of the client's CPU per call, so it is asked only for
-    a response litellm did not price."""
+def _cost_of(response: Any) -> float | None:
+    """litellm's price for the call (the profile's own prices when it sets them), or None when
+    litellm cannot price it: an unpriced call is never published as $0. litellm prices every
+    completion once itself (`_hidden_params["response_cost"]`, None when it has no price);
+    asking `completion_cost` again cost a fifth of the client's CPU per call, so it is asked
+    only for a response litellm did not price."""
     hidden = getattr(response, "_hidden_params", None) or {}
     if "response_cost" in hidden:
         priced = hidden["response_cost"]
-        return float(priced) if isinstance(priced, int | float) and priced > 0 else 0.0
+        return float(priced) if isinstance(priced, int | float) and priced >= 0 else None
     try:
-        return float(litellm.completion_cost(completion_response=response) or 0.0)
+        cost = litellm.completion_cost(completion_response=response)
     except Exception:
-        return 0.0
+        return None
+    return float(cost) if isinstance(cost, int | float) else None

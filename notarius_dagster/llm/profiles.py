@@ -14,7 +14,7 @@ import os
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, JsonValue, field_validator, model_validator
 
 from notarius_dagster.engine.digest import digest_of
 from notarius_dagster.engine.errors import LLMUnavailableError
@@ -22,6 +22,31 @@ from notarius_dagster.engine.llm_profiles import LLMProfileCatalog
 from notarius_dagster.engine.models import Frozen
 
 ServerKind = Literal["none", "llama-cpp"]
+StructuredOutput = Literal["auto", "json_schema", "json_object"]
+
+RESERVED_PARAMS = frozenset(
+    {
+        "model",
+        "messages",
+        "response_format",
+        "api_key",
+        "api_base",
+        "base_url",
+        "metadata",
+        "num_retries",
+        "max_retries",
+        "timeout",
+        "stream",
+        "tools",
+        "tool_choice",
+        "functions",
+        "n",
+        "input_cost_per_token",
+        "output_cost_per_token",
+    }
+)
+"""litellm arguments the client sets itself: a profile's `params` may not override them (the
+prices have their own profile fields)."""
 
 # The bundled offline server does not check keys, but OpenAI-compatible clients insist on one.
 OFFLINE_DUMMY_KEY = "sk-no-key-required"
@@ -53,17 +78,67 @@ class LLMProfile(Frozen):
     )
     server: ServerKind = "none"
     context_tokens: int = Field(default=4096, gt=0)
+    structured_output: StructuredOutput = Field(
+        default="auto",
+        description="the rung the structured-output ladder starts on; auto: by provider family",
+    )
+    params: dict[str, JsonValue] = Field(
+        default_factory=dict,
+        description="passed to litellm.completion as given (Ollama num_ctx, Vertex "
+        "vertex_project/vertex_location, drop_params, ...)",
+    )
+    input_cost_per_token: float | None = Field(
+        default=None, ge=0, description="own price per prompt token (USD), over litellm's"
+    )
+    output_cost_per_token: float | None = Field(
+        default=None, ge=0, description="own price per completion token (USD), over litellm's"
+    )
+    reasoning_tokens: int = Field(
+        default=4096,
+        ge=0,
+        description="added to max_tokens for a reasoning model, whose hidden reasoning "
+        "counts against max_completion_tokens",
+    )
+
+    @field_validator("params")
+    @classmethod
+    def _params_not_reserved(cls, params: dict[str, JsonValue]) -> dict[str, JsonValue]:
+        taken = sorted(set(params) & RESERVED_PARAMS)
+        if taken:
+            raise ValueError(
+                f"params may not set {', '.join(taken)}: the client sets "
+                f"{'it' if len(taken) == 1 else 'them'} itself"
+            )
+        return params
+
+    @model_validator(mode="after")
+    def _prices_together(self) -> LLMProfile:
+        if (self.input_cost_per_token is None) != (self.output_cost_per_token is None):
+            raise ValueError(
+                "input_cost_per_token and output_cost_per_token are set together or not at all"
+            )
+        return self
+
+    @property
+    def priced(self) -> bool:
+        """Whether the profile sets its own prices (else litellm's price map is asked)."""
+        return self.input_cost_per_token is not None
 
     def fingerprint(self) -> str:
         """A stable digest of what about the model changes an extraction (model, temperature,
         token limits), for checkpoint keys. Concurrency, timeouts, retries and the profile's
         name are left out: tuning them must not invalidate stored extractions. No field is a
         secret (a key lives only in the environment and is read per call)."""
-        return digest_of(
-            self.model_dump(
-                mode="json", include={"model", "temperature", "max_tokens", "context_tokens"}
-            )
+        material = self.model_dump(
+            mode="json", include={"model", "temperature", "max_tokens", "context_tokens"}
         )
+        # Added only when set, so digests (and stored checkpoints) of profiles that do not use
+        # them stay what they were.
+        if self.structured_output != "auto":
+            material["structured_output"] = self.structured_output
+        if self.params:
+            material["params"] = self.params
+        return digest_of(material)
 
     def resolve_api_key(self) -> str | None:
         """The key to send, read from the environment at the time of the call.
@@ -93,6 +168,8 @@ OFFLINE = LLMProfile(
     retries=1,
     max_concurrency=1,
     lane_deadline_s=3600,  # a small model on a shared CPU: slow calls, not hanging ones
+    input_cost_per_token=0.0,  # a local model: free, and priced as such (never "unpriced")
+    output_cost_per_token=0.0,
 )
 """The bundled offline model (SmolLM2-135M-Instruct via llama.cpp): proves the real path works
 offline, extracts poorly. Every value is published in the manifests of its runs, and its model,
@@ -106,6 +183,8 @@ TEST_DOUBLE = LLMProfile(
     timeout_s=30,
     retries=0,
     max_concurrency=2,
+    input_cost_per_token=0.0,
+    output_cost_per_token=0.0,
 )
 """The in-process test double (`notarius_dagster.llm.test_double`): not a model."""
 

@@ -1,68 +1,68 @@
-"""The structured-output ladder, without the calls: which rung a profile starts on, what is
-sent for it, and how an answer is judged.
+"""The structured-output ladder, without the calls: which rung a request starts on, what the
+prompt carries for it, and how an answer is judged.
 
 Rungs, from strongest to weakest guarantee:
-- `json_schema`: the provider enforces the schema itself (litellm says the model supports it).
-- `json_object`: the provider only promises JSON; the schema also travels in the system prompt
-  and inside `response_format` (llama.cpp's server turns it into a grammar; others ignore it).
+- `json_schema`: the provider enforces the schema itself, in the form its family accepts
+  (`families.py`: OpenAI strict, Gemini's subset, Anthropic's and Ollama's native modes).
+- `json_object`: the provider only promises JSON; the schema travels in the prompt (and, for
+  the bundled llama.cpp server, inside `response_format`, which it turns into a grammar).
 - `reask`: the first answer failed; the model sees its answer and the validation problems once.
 
+A profile's `structured_output` picks the top rung (`auto`: by provider family); a provider
+that refuses a rung's schema or response format steps the lane down one rung (`client.py`).
 Answers are never repaired: an answer that fails twice is reported invalid, not patched."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from typing import Any, Literal
+from typing import Any
 
 from jsonschema import Draft202012Validator, ValidationError
 
-from notarius_dagster.llm._litellm import litellm
+from notarius_dagster.llm.families import FirstRung, ProviderFamily
 from notarius_dagster.llm.profiles import LLMProfile
-
-FirstRung = Literal["json_schema", "json_object"]
 
 # Enough problems for a model to act on; a longer list only burns context.
 MAX_LISTED_ERRORS = 20
 
-
-def choose_rung(profile: LLMProfile) -> FirstRung:
-    """The rung a profile starts on.
-
-    The bundled llama.cpp server accepts only `text` and `json_object` response formats (it
-    answers `json_schema` with HTTP 500), but it does constrain generation with a schema given
-    inside `json_object`; so a llama-cpp profile always starts there. Other models start on
-    `json_schema` when litellm's model map says they support response schemas."""
-    if profile.server == "llama-cpp":
-        return "json_object"
-    if litellm.supports_response_schema(model=profile.model, custom_llm_provider=None):
-        return "json_schema"
-    return "json_object"
+LOWER_RUNG: dict[FirstRung, FirstRung | None] = {"json_schema": "json_object", "json_object": None}
+"""Where a refused rung steps down to."""
 
 
-def response_format_for(
-    rung: FirstRung, schema_name: str, schema: dict[str, Any]
-) -> dict[str, Any]:
-    """The `response_format` request parameter for a rung (the re-ask reuses it unchanged)."""
-    if rung == "json_schema":
-        return {
-            "type": "json_schema",
-            "json_schema": {"name": schema_name, "schema": schema, "strict": False},
-        }
-    return {"type": "json_object", "schema": schema}
+def choose_rung(profile: LLMProfile, family: ProviderFamily) -> FirstRung:
+    """The rung a profile starts on: its own choice, or its family's for `auto`."""
+    if profile.structured_output != "auto":
+        return profile.structured_output
+    return family.auto_rung(profile)
 
 
-def system_prompt_for(rung: FirstRung, system: str, schema: dict[str, Any]) -> str:
-    """The system prompt sent. On `json_object` the schema is spelled out, because most
-    providers on that rung only promise syntactically valid JSON."""
-    if rung == "json_schema":
-        return system
-    rendered = json.dumps(schema, indent=2, sort_keys=True, ensure_ascii=False)
-    return (
-        f"{system.rstrip()}\n\n"
-        "Answer with exactly one JSON object and nothing else. "
-        f"It must satisfy this JSON Schema:\n{rendered}"
-    )
+def prompt_schema(schema: dict[str, Any]) -> str:
+    """The schema as the prompt spells it on `json_object`: compact JSON, and no `enum` of
+    integers (the unit ids a chunk may cite): the ids are the transcript's own `[n]` markers,
+    already in the prompt, and every answer is validated against the full schema."""
+    return json.dumps(_without_int_enums(schema), separators=(",", ":"), ensure_ascii=False)
+
+
+def _without_int_enums(node: Any) -> Any:
+    if isinstance(node, list):
+        return [_without_int_enums(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    int_enum = node.get("type") == "integer" and isinstance(node.get("enum"), list)
+    return {k: _without_int_enums(v) for k, v in node.items() if not (int_enum and k == "enum")}
+
+
+def lane_tail(rung: FirstRung, instructions: str, schema: dict[str, Any]) -> str:
+    """The lane's tail of the user message: its instructions and, on `json_object`, the
+    schema spelled out (most providers on that rung only promise syntactically valid JSON)."""
+    parts = [instructions.strip()] if instructions.strip() else []
+    if rung == "json_object":
+        parts.append(
+            "Answer with exactly one JSON object and nothing else. "
+            f"It must satisfy this JSON Schema:\n{prompt_schema(schema)}"
+        )
+    return "\n\n".join(parts)
 
 
 def reask_message(errors: Iterable[str]) -> str:
