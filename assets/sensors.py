@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 
 from dagster import (
     DefaultSensorStatus,
@@ -69,11 +70,20 @@ def run_key_for(
     return f"{base}:{time.time_ns()}"
 
 
+LLMReadiness = Callable[[], str | None]
+"""Why the code location's model cannot be called now (no key, no provider package), or None."""
+
+
 def build_inbox_sensor(
-    store: StorePaths, limits: InboxLimits | None = None, *, run_tags: dict[str, str] | None = None
+    store: StorePaths,
+    limits: InboxLimits | None = None,
+    *,
+    run_tags: dict[str, str] | None = None,
+    llm_not_ready: LLMReadiness | None = None,
 ) -> SensorDefinition:
     """`run_tags`: the code location's tags for every run (assets/run_tags.py); each request
-    adds its session's `notarius/session`."""
+    adds its session's `notarius/session`. While `llm_not_ready` names a problem, the sensor
+    takes nothing from the inbox (no partition, no run) and says why on every tick."""
     limits = limits or InboxLimits.from_env()
     static_tags = dict(run_tags or {})
 
@@ -89,6 +99,9 @@ def build_inbox_sensor(
         ),
     )
     def inbox_sensor(context: SensorEvaluationContext) -> SensorResult:
+        problem = llm_not_ready() if llm_not_ready is not None else None
+        if problem is not None:
+            return SensorResult(skip_reason=f"the model cannot be called: {problem}")
         partitions = context.instance.get_dynamic_partitions(sessions_partitions.name or "sessions")
         intake = take_inbox(
             store.inbox,
@@ -133,6 +146,7 @@ def build_sensors(
     max_transcript_bytes: int | None = None,
     *,
     run_tags: dict[str, str] | None = None,
+    llm_not_ready: LLMReadiness | None = None,
 ) -> list[SensorDefinition]:
     """The inbox sensor; `max_transcript_bytes` is the profile's `pipeline.limits` bound (files
     above it are skipped with a reason instead of starting a run that would be refused);
@@ -140,4 +154,4 @@ def build_sensors(
     limits = InboxLimits.from_env()
     if max_transcript_bytes is not None:
         limits = dataclasses.replace(limits, max_transcript_bytes=max_transcript_bytes)
-    return [build_inbox_sensor(store, limits, run_tags=run_tags)]
+    return [build_inbox_sensor(store, limits, run_tags=run_tags, llm_not_ready=llm_not_ready)]

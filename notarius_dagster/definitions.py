@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 from dagster import Definitions, colored_console_logger, definitions, multiprocess_executor
@@ -47,6 +48,15 @@ session_executor = multiprocess_executor.configured(
     },
     name="session_executor",
 )
+
+
+def llm_not_ready(profile: dict[str, Any]) -> str | None:
+    """The inbox sensor's check before it takes a transcript: the model's key and package."""
+    from notarius_dagster.llm.preflight import readiness_problems
+    from notarius_dagster.llm.profiles import LLMProfile
+
+    problems = readiness_problems(LLMProfile.model_validate(profile))
+    return "; ".join(problems) if problems else None
 
 
 def resolve_settings_pipeline(settings: Settings, **overrides: Any) -> ResolvedPipeline:
@@ -99,7 +109,12 @@ def definitions_for(settings: Settings, plan: RunPipeline) -> Definitions:
             *build_quality_checks(registered_match_fields()),
         ],
         sensors=[
-            *build_sensors(settings.store, pipeline.limits.max_transcript_bytes, run_tags=tags),
+            *build_sensors(
+                settings.store,
+                pipeline.limits.max_transcript_bytes,
+                run_tags=tags,
+                llm_not_ready=partial(llm_not_ready, pipeline.llm_profile),
+            ),
             build_automation_sensor(tags),
             *campaign_sensors,
         ],

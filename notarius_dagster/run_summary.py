@@ -53,7 +53,9 @@ def _rungs(rungs: dict[str, int], stepdowns: dict[str, int]) -> str:
 def _cost(cost_usd: float | None, unpriced_calls: int) -> str:
     """A cost as a person reads it: never $0 for calls that could not be priced."""
     if cost_usd is None:
-        return f"unpriced ({unpriced_calls} call{'s' if unpriced_calls != 1 else ''} without a price)"
+        return (
+            f"unpriced ({unpriced_calls} call{'s' if unpriced_calls != 1 else ''} without a price)"
+        )
     return f"${cost_usd:.4f}"
 
 

@@ -4,11 +4,10 @@ this run only, and cost "unpriced" when a call had no price (never $0)."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-from typing import cast
-
 import json
 from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
 
 import pytest
 from dagster import AssetKey, DagsterInstance
@@ -16,10 +15,10 @@ from dagster import AssetKey, DagsterInstance
 from assets.bundle_summary import (
     BUNDLE_BASE_URL_ENV,
     UNPRICED,
-    usage_of,
     WARNING_MESSAGE_CHARS,
     Usage,
     summary_markdown,
+    usage_of,
 )
 from assets.jobs import SESSION_JOB_NAME
 from notarius_dagster.engine.bundle_documents import Manifest
@@ -122,7 +121,9 @@ def test_a_lane_with_an_unpriced_call_makes_the_cost_unpriced() -> None:
     from notarius_dagster.engine.contracts import LLMUsage
 
     def lane(lane_id: str, usage: LLMUsage) -> LaneResult:
-        return cast(LaneResult, SimpleNamespace(lane_id=lane_id, stats=SimpleNamespace(usage=usage)))
+        return cast(
+            LaneResult, SimpleNamespace(lane_id=lane_id, stats=SimpleNamespace(usage=usage))
+        )
 
     priced = lane("npcs", LLMUsage(calls=2, cost_usd=0.5))
     unpriced = lane("spells", LLMUsage(calls=1, unpriced_calls=1))

@@ -13,8 +13,8 @@ import pytest
 from notarius_dagster.engine.errors import LLMError, LLMUnavailableError
 from notarius_dagster.engine.llm_contract import StructuredRequest, StructuredResponse
 from notarius_dagster.llm.client import LiteLLMClient, TransientLLMError
-from notarius_dagster.llm.profiles import LLMProfile, offline_profile
 from notarius_dagster.llm.families import family_of
+from notarius_dagster.llm.profiles import LLMProfile, offline_profile
 from notarius_dagster.llm.structured import choose_rung, prompt_schema
 from notarius_dagster.llm.test_double import (
     double_profile,

@@ -67,9 +67,7 @@ class LanePrompt:
             )
         self.preamble = PREAMBLE.read_text(encoding="utf-8").strip()
         self.instructions = text.strip()
-        self.sha256 = (
-            "sha256:" + hashlib.sha256(f"{self.preamble}\n\n{text}".encode()).hexdigest()
-        )
+        self.sha256 = "sha256:" + hashlib.sha256(f"{self.preamble}\n\n{text}".encode()).hexdigest()
 
     def render(self, chunk: str, context: str = "") -> tuple[str, str, str]:
         """(system, user, instructions): the preamble, the chunk under its heading, and the

@@ -221,7 +221,9 @@ class LaneUsage(Frozen):
         description="USD; null when a call could not be priced (see unpriced_calls)"
     )
     unpriced_calls: int = Field(
-        default=0, ge=0, description="calls with no price (not in litellm's map, none in the profile)"
+        default=0,
+        ge=0,
+        description="calls with no price (not in litellm's map, none in the profile)",
     )
     structured_output_rungs: dict[str, int]
     structured_output_stepdowns: dict[str, int] = Field(
@@ -275,7 +277,9 @@ class Totals(Frozen):
         description="USD; null when a call could not be priced (see unpriced_calls)"
     )
     unpriced_calls: int = Field(
-        default=0, ge=0, description="calls with no price (not in litellm's map, none in the profile)"
+        default=0,
+        ge=0,
+        description="calls with no price (not in litellm's map, none in the profile)",
     )
     structured_output_rungs: dict[str, int]
     structured_output_stepdowns: dict[str, int] = Field(
