@@ -775,7 +775,11 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "tokens",
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "command": " ".join(
-            [f"benchmarks/{Path(__file__).name}", *(argv if argv is not None else sys.argv[1:])]
+            [
+                ".venv/bin/python",
+                f"benchmarks/{Path(__file__).name}",
+                *(argv if argv is not None else sys.argv[1:]),
+            ]
         ),
         "git": git_info(),
         "model": args.model,
