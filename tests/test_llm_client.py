@@ -516,3 +516,15 @@ def test_a_profile_sets_its_own_prices() -> None:
 def test_prices_are_set_together() -> None:
     with pytest.raises(ValueError, match="set together"):
         double_profile(input_cost_per_token=1e-6, output_cost_per_token=None)
+
+
+def test_the_offline_server_gets_the_schema_as_a_grammar_not_in_the_prompt() -> None:
+    """llama.cpp's server turns the schema inside `json_object` into a grammar (citation enum
+    included): spelling it out in the prompt as well would only cost tokens."""
+    offline = LiteLLMClient(offline_profile(), api_base_override="http://127.0.0.1:9/v1")
+    req = request(instructions="List every NPC.")
+    assert offline.first_rung() == "json_object"
+    sent = offline.family.response_format("json_object", "npcs", SCHEMA)
+    assert sent == {"type": "json_object", "schema": SCHEMA}
+    user = offline.messages("json_object", req)[1]["content"]
+    assert user == f"[1] DM: {SECRET}\n\nList every NPC."

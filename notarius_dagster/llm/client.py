@@ -46,6 +46,7 @@ from notarius_dagster.llm.structured import (
     check_answer,
     choose_rung,
     lane_tail,
+    prompt_schema,
     reask_message,
 )
 
@@ -233,7 +234,12 @@ class LiteLLMClient:
     def messages(self, rung: FirstRung, request: StructuredRequest) -> list[dict[str, Any]]:
         """System preamble, then one user message: the shared part (the chunk) first, the
         lane's tail after, so calls of several lanes on one chunk share a cacheable prefix."""
-        tail = lane_tail(rung, request.instructions, request.schema_)
+        tail = lane_tail(
+            rung,
+            request.instructions,
+            request.schema_,
+            spell_schema=not self._family.grammar_on_json_object,
+        )
         user: Any = f"{request.user.rstrip()}\n\n{tail}" if tail else request.user
         prefix_chars = len(request.system) + len(request.user)
         if tail and self._family.caches_prefix(prefix_chars):
@@ -393,19 +399,27 @@ def _supports_reasoning(model: str) -> bool:
 
 # Compiled validators by canonical schema text. A lane sends the same few schemas thousands of
 # times; `check_schema` plus building the validator cost more CPU than the rest of a call.
+# Each chunk's schema differs only in its citation `enum` (the chunk's unit ids), which cannot
+# make a schema invalid: `check_schema` runs once per schema *shape* (integer enums left out),
+# and only the cheap construction of the validator is paid per chunk.
 _VALIDATORS: dict[str, Draft202012Validator] = {}
+_CHECKED_SHAPES: set[str] = set()
 _VALIDATORS_LOCK = threading.Lock()
 _MAX_VALIDATORS = 256
 
 
 def compiled_validator(schema: dict[str, Any]) -> Draft202012Validator:
-    """The schema checked once and compiled once per process (thread-safe). Raises
+    """The schema checked once per shape and compiled once per process (thread-safe). Raises
     `jsonschema.SchemaError` for a schema that is not valid JSON Schema, every time."""
     key = json.dumps(schema, sort_keys=True, separators=(",", ":"))
     validator = _VALIDATORS.get(key)
     if validator is not None:
         return validator
-    Draft202012Validator.check_schema(schema)
+    shape = prompt_schema(schema)
+    if shape not in _CHECKED_SHAPES:
+        Draft202012Validator.check_schema(schema)
+        with _VALIDATORS_LOCK:
+            _CHECKED_SHAPES.add(shape)
     validator = Draft202012Validator(schema)
     with _VALIDATORS_LOCK:
         if len(_VALIDATORS) >= _MAX_VALIDATORS:

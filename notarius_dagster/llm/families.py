@@ -60,6 +60,13 @@ class ProviderFamily:
     strict: bool = False
     """Whether `json_schema` is sent with `strict: true` (the OpenAI wire)."""
 
+    @property
+    def grammar_on_json_object(self) -> bool:
+        """Whether the `json_object` rung enforces the schema sent inside `response_format`
+        (the bundled llama.cpp server compiles it into a grammar): the prompt then need not
+        spell the schema out."""
+        return self.name == "llama-cpp"
+
     def auto_rung(self, profile: LLMProfile) -> FirstRung:
         """The rung `structured_output: auto` starts on."""
         if self.name == "llama-cpp":

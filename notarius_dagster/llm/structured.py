@@ -53,11 +53,14 @@ def _without_int_enums(node: Any) -> Any:
     return {k: _without_int_enums(v) for k, v in node.items() if not (int_enum and k == "enum")}
 
 
-def lane_tail(rung: FirstRung, instructions: str, schema: dict[str, Any]) -> str:
+def lane_tail(
+    rung: FirstRung, instructions: str, schema: dict[str, Any], *, spell_schema: bool = True
+) -> str:
     """The lane's tail of the user message: its instructions and, on `json_object`, the
-    schema spelled out (most providers on that rung only promise syntactically valid JSON)."""
+    schema spelled out (most providers on that rung only promise syntactically valid JSON;
+    `spell_schema` is False where the server enforces the schema as a grammar anyway)."""
     parts = [instructions.strip()] if instructions.strip() else []
-    if rung == "json_object":
+    if rung == "json_object" and spell_schema:
         parts.append(
             "Answer with exactly one JSON object and nothing else. "
             f"It must satisfy this JSON Schema:\n{prompt_schema(schema)}"
