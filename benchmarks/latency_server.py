@@ -48,8 +48,10 @@ from typing import Any
 
 SCHEMA_MARKER = "It must satisfy this JSON Schema:"
 UNIT_MARKER = re.compile(r"^\[(\d+)\] ", re.MULTILINE)
-# Object lanes (no items list): the schema title names the lane.
+# Object lanes (no items list): the schema title names the lane, or (where the schema sent
+# carries no titles) its properties do.
 TITLE_LANES = {"SceneAnswer": "scene-descriptions"}
+PROPERTY_LANES = {frozenset({"kind", "title", "summary"}): "scene-descriptions"}
 
 
 # --- answers ---------------------------------------------------------------------------------
@@ -65,7 +67,7 @@ def schema_of_request(body: Mapping[str, Any]) -> dict[str, Any] | None:
         if isinstance(response_format.get("schema"), dict):
             return response_format["schema"]
     for message in body.get("messages") or ():
-        if not isinstance(message, dict) or message.get("role") != "system":
+        if not isinstance(message, dict) or message.get("role") not in ("system", "user"):
             continue
         content = message.get("content")
         if isinstance(content, str) and SCHEMA_MARKER in content:
@@ -94,8 +96,10 @@ def lane_of(schema: Mapping[str, Any] | None) -> str:
     field_name = items_field(schema)
     if field_name is not None:
         return field_name.replace("_", "-")
-    title = str(schema.get("title") or "unknown")
-    return TITLE_LANES.get(title, title)
+    title = str(schema.get("title") or "")
+    if title:
+        return TITLE_LANES.get(title, title)
+    return PROPERTY_LANES.get(frozenset(schema.get("properties") or {}), "unknown")
 
 
 def _resolve(node: Mapping[str, Any], root: Mapping[str, Any]) -> Mapping[str, Any]:

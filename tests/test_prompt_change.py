@@ -65,11 +65,10 @@ def manifest(tmp_path: Path, session: str) -> dict[str, Any]:
 @pytest.fixture
 def edited_npc_prompt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     prompt = tmp_path / "npcs-prompt.md"
-    prompt.write_text(
-        NPCS.prompt.read_text().replace(
-            "Never invent names or ids.", "Never invent names or ids. Prefer full names."
-        )
-    )
+    original = NPCS.prompt.read_text()
+    edited = original.replace("are NOT NPCs.", "are NOT NPCs. Prefer full names.")
+    assert edited != original  # the edit must change the prompt
+    prompt.write_text(edited)
     lane_doubles.use_prompt(monkeypatch, NPCS.kind, prompt)
 
 

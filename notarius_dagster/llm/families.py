@@ -24,7 +24,12 @@ from typing import Any, Literal
 
 from notarius_dagster.llm._litellm import litellm
 from notarius_dagster.llm.profiles import LLMProfile
-from notarius_dagster.llm.schema_forms import gemini_form, openai_strict_form, strip_added_nulls
+from notarius_dagster.llm.schema_forms import (
+    gemini_form,
+    openai_strict_form,
+    plain_form,
+    strip_added_nulls,
+)
 
 FamilyName = Literal["openai", "anthropic", "gemini", "ollama", "llama-cpp", "other"]
 FirstRung = Literal["json_schema", "json_object"]
@@ -144,12 +149,12 @@ def family_of(profile: LLMProfile) -> ProviderFamily:
         # litellm filters the schema to Anthropic's supported subset itself
         # (`AnthropicConfig.filter_anthropic_output_schema`) and adds
         # `additionalProperties: false`.
-        return ProviderFamily("anthropic", provider, _as_is)
+        return ProviderFamily("anthropic", provider, plain_form)
     if provider in GEMINI:
         return ProviderFamily("gemini", provider, gemini_form)
     if provider in OLLAMA:
-        return ProviderFamily("ollama", provider, _as_is)
-    return ProviderFamily("other", provider, _as_is)
+        return ProviderFamily("ollama", provider, plain_form)
+    return ProviderFamily("other", provider, plain_form)
 
 
 def provider_of(model: str) -> str:

@@ -40,7 +40,6 @@ OPENAI_STRICT_KEYWORDS = frozenset(
         "$ref",
         "$defs",
         "description",
-        "title",
         "pattern",
         "format",
         "minimum",
@@ -52,8 +51,9 @@ OPENAI_STRICT_KEYWORDS = frozenset(
         "maxItems",
     }
 )
-"""What OpenAI's strict mode permits; `minLength`, `maxLength`, `default`, `uniqueItems` and the
-rest are refused with HTTP 400 ("Invalid schema for response_format")."""
+"""What OpenAI's strict mode permits (and `title`, which it permits too but which only costs
+tokens: pydantic's titles repeat the property names); `minLength`, `maxLength`, `default`,
+`uniqueItems` and the rest are refused with HTTP 400 ("Invalid schema for response_format")."""
 
 GEMINI_KEYWORDS = frozenset(
     {
@@ -63,7 +63,6 @@ GEMINI_KEYWORDS = frozenset(
         "$anchor",
         "type",
         "format",
-        "title",
         "description",
         "enum",
         "items",
@@ -80,7 +79,11 @@ GEMINI_KEYWORDS = frozenset(
         "propertyOrdering",
     }
 )
-"""The JSON Schema keywords Gemini's `response_json_schema` supports."""
+"""The JSON Schema keywords Gemini's `response_json_schema` supports (but `title`: tokens only)."""
+
+PLAIN_OMITTED = frozenset({"title"})
+"""What every form leaves out: pydantic's titles repeat the property names, and a schema the
+provider reads is paid for in prompt tokens on every call."""
 
 _SUBSCHEMA_MAPS = ("properties", "$defs")
 _SUBSCHEMA_LISTS = ("anyOf", "oneOf", "prefixItems")
@@ -103,6 +106,29 @@ def keep_keywords(schema: Any, allowed: frozenset[str]) -> Any:
             out[key] = keep_keywords(value, allowed)
         else:
             out[key] = copy.deepcopy(value)
+    return out
+
+
+def plain_form(schema: dict[str, Any]) -> dict[str, Any]:
+    """The schema without `title`s (for providers that take the rest as it is)."""
+    return _drop(schema, PLAIN_OMITTED)
+
+
+def _drop(schema: Any, omitted: frozenset[str]) -> Any:
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in omitted:
+            continue
+        if key in _SUBSCHEMA_MAPS and isinstance(value, dict):
+            out[key] = {name: _drop(sub, omitted) for name, sub in value.items()}
+        elif key in _SUBSCHEMA_LISTS and isinstance(value, list):
+            out[key] = [_drop(sub, omitted) for sub in value]
+        elif key in ("items", "additionalProperties") and isinstance(value, dict):
+            out[key] = _drop(value, omitted)
+        else:
+            out[key] = value
     return out
 
 
