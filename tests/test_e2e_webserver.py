@@ -83,8 +83,8 @@ def test_a_dropped_transcript_is_published_and_an_edited_copy_runs_again(
 # The contract the end-to-end test relies on: the test double's opt-in default responder.
 
 NPC_PROMPT = [
-    {"role": "system", "content": "List the non-player characters."},
-    {"role": "user", "content": "[7] MATT: Gustav waves."},
+    {"role": "system", "content": "You read a transcript."},
+    {"role": "user", "content": "[7] MATT: Gustav waves.\n\nList the non-player characters."},
 ]
 
 

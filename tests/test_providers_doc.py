@@ -98,5 +98,9 @@ def test_a_profile_without_a_key_variable_is_checked_with_litellms_own_list(
     profile = LLMProfile(name="bare", model="openai/gpt-4o-mini")
     [problem] = readiness_problems(profile)
     assert "OPENAI_API_KEY" in problem
+    # litellm's OpenAI route refuses to call without a key, also for a local server.
     local = LLMProfile(name="local", model="openai/local", api_base="http://127.0.0.1:8080/v1")
-    assert readiness_problems(local) == []
+    [problem] = readiness_problems(local)
+    assert "OPENAI_API_KEY" in problem
+    vllm = LLMProfile(name="vllm", model="hosted_vllm/q", api_base="http://127.0.0.1:8000/v1")
+    assert readiness_problems(vllm) == []

@@ -40,6 +40,7 @@ from notarius_dagster.llm.errors import (
     retry_after_s,
 )
 from notarius_dagster.llm.families import FirstRung, ProviderFamily, family_of
+from notarius_dagster.llm.preflight import check_ready
 from notarius_dagster.llm.profiles import LLMProfile
 from notarius_dagster.llm.structured import (
     LOWER_RUNG,
@@ -136,7 +137,7 @@ class LiteLLMClient:
         retry_backoff_s: float = 1.0,
         sleep: Callable[[float], None] | None = None,
     ) -> None:
-        profile.resolve_api_key()  # fail fast, before any request is built
+        check_ready(profile)  # fail fast, before any request is built: key, package
         if profile.model.startswith("notarius-double/"):
             # The test-double provider lives in litellm's registry only once registered; a run
             # process launched by the daemon has imported nothing else that would do it.

@@ -92,8 +92,7 @@ def retry_after_s(exc: BaseException, now: float | None = None) -> float | None:
     """How long the provider asked us to wait, if it said: the `retry-after-ms` or
     `Retry-After` header (seconds or an HTTP date; RFC 9110 section 10.2.3), or Gemini's
     `RetryInfo.retryDelay` ("7s") in the error body."""
-    headers = _headers_of(exc)
-    if headers is not None:
+    for headers in _headers_of(exc):
         millis = headers.get("retry-after-ms")
         if millis is not None:
             try:
@@ -114,17 +113,18 @@ def retry_after_s(exc: BaseException, now: float | None = None) -> float | None:
     return None
 
 
-def _headers_of(exc: BaseException) -> Any:
-    """The response headers a litellm exception carries (an httpx `Headers`, case-insensitive),
-    or None."""
-    response = getattr(exc, "response", None)
-    headers = getattr(response, "headers", None)
-    if headers is not None and hasattr(headers, "get"):
-        return headers
-    extra = getattr(exc, "litellm_response_headers", None)
-    if extra is not None and hasattr(extra, "get"):
-        return extra
-    return None
+def _headers_of(exc: BaseException) -> list[Any]:
+    """The response headers a litellm exception carries, wherever it keeps them: the
+    `response` it was raised from (an httpx `Headers`, case-insensitive) and litellm's own
+    copy (`litellm_response_headers`), which it fills when it rebuilt the response."""
+    found: list[Any] = []
+    for headers in (
+        getattr(getattr(exc, "response", None), "headers", None),
+        getattr(exc, "litellm_response_headers", None),
+    ):
+        if headers is not None and hasattr(headers, "get"):
+            found.append(headers)
+    return found
 
 
 def refusal_reason(exc: BaseException, sent: Sequence[str], secrets: Sequence[str | None]) -> str:

@@ -69,12 +69,11 @@ def check_ready(profile: LLMProfile) -> None:
 
 
 def _checks_keys(profile: LLMProfile) -> bool:
-    """Whether litellm's environment check applies: not for the test double, a local server,
-    or an OpenAI-compatible endpoint of the user's own (`api_base` with no key named)."""
+    """Whether litellm's environment check applies: not for the test double or a local
+    server's own provider prefix. `openai/<name>` at a local server is checked: litellm's
+    OpenAI route refuses to call without a key (any value does for a server that ignores it)."""
     provider = _prefix(profile.model)
-    if provider in _NEEDS_NO_KEY or provider == "notarius-double":
-        return False
-    return not (provider == "openai" and profile.api_base is not None)
+    return provider not in _NEEDS_NO_KEY and provider != "notarius-double"
 
 
 def _prefix(model: str) -> str:
