@@ -173,7 +173,9 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="measure the pipeline with the oracle: ceiling and injected mistakes",
     )
-    parser.add_argument("--classes", help="--oracle: comma-separated injection classes (default all)")
+    parser.add_argument(
+        "--classes", help="--oracle: comma-separated injection classes (default all)"
+    )
     parser.add_argument("--rate", type=float, default=0.5, help="--oracle: injection rate")
     parser.add_argument("--seed", type=int, default=19, help="--oracle: injection seed")
     args = parser.parse_args(argv)
@@ -230,9 +232,7 @@ def oracle_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     classes = args.classes.split(",") if args.classes else list(quality_oracle.CLASSES)
     unknown = sorted(set(classes) - set(quality_oracle.CLASSES))
     if not chosen or unknown or not 0 < args.rate <= 1:
-        parser.error(
-            f"no such session or class ({', '.join(unknown)}), or a rate outside (0, 1]"
-        )
+        parser.error(f"no such session or class ({', '.join(unknown)}), or a rate outside (0, 1]")
     os.environ.setdefault("DAGSTER_HOME", tempfile.mkdtemp(prefix="bench-quality-home-"))
     started = time.perf_counter()
 

@@ -154,13 +154,15 @@ class OracleSession:
 
     gold: GoldFile
 
-    def records_in(self, lane: str, chunk: Sequence[int]) -> list[tuple[int, GoldRecord, list[int]]]:
+    def records_in(
+        self, lane: str, chunk: Sequence[int]
+    ) -> list[tuple[int, GoldRecord, list[int]]]:
         """(gold index, record, its units inside the chunk in chunk order) for every gold
         record of `lane` with a unit in the chunk."""
         inside = {u: i for i, u in enumerate(chunk)}
         out = []
         for index, record in enumerate(self.gold.lanes.get(lane, [])):
-            units = sorted((u for u in set(record.unit_ids) if u in inside), key=inside.get)
+            units = sorted((u for u in set(record.unit_ids) if u in inside), key=inside.__getitem__)
             if units:
                 out.append((index, record, units))
         return out
@@ -199,10 +201,12 @@ def oracle_answer(
                 answer[key] = coerced
         return lane, chunk, answer, [index]
     template = item_schema(schema)
-    limit = int(_resolve((schema.get("properties") or {}).get(name) or {}, schema).get("maxItems", 10**6))
-    found = session.records_in(lane, chunk)[:limit]
-    answer[name] = [answer_item(record, template, schema, units) for _, record, units in found]
-    return lane, chunk, answer, [index for index, _, _ in found]
+    limit = int(
+        _resolve((schema.get("properties") or {}).get(name) or {}, schema).get("maxItems", 10**6)
+    )
+    inside = session.records_in(lane, chunk)[:limit]
+    answer[name] = [answer_item(record, template, schema, units) for _, record, units in inside]
+    return lane, chunk, answer, [index for index, _, _ in inside]
 
 
 # --- the server --------------------------------------------------------------------------------

@@ -1,19 +1,29 @@
 """Realistic model mistakes injected into the oracle's answers (`benchmarks/oracle.py`) at a known
 rate, each labelled by its class, and what became of each one in the published bundle.
 
-The classes (issue 19), each a mistake a real model makes:
+The classes (issue 19), each a mistake a real model makes, and what the oracle answers instead
+of the gold (list lanes: npcs, combat-turns, spells, item-events, npc-interactions):
 
-| class | lanes | what the oracle answers instead of the gold |
-| --- | --- | --- |
-| `citation-off-by-one` | list lanes | the record's citations shifted by 1 or 2 units (in the chunk) onto units that are not its gold units |
-| `citation-over-broad` | list lanes | the record cites every unit of the chunk (at most 50) |
-| `pc-as-npc` | npcs, npc-interactions | an extra record naming a party member present in the chunk (citing lines that name them, else their player's lines) |
-| `invented-name` | list lanes | an extra record whose name is in no transcript, citing a real record's units |
-| `alias-spelling` | list lanes | the record's name misspelt (one letter doubled in its longest word) |
-| `dm-or-player-label` | npcs: an extra NPC named with a speaker label (the DM's when they speak in the chunk, else a player's) citing that speaker's lines; other lanes: the DM's label in place of the actor, caster, interaction partner, or an item event's empty (else first) holder |
-| `duplicate` | list lanes | the record twice, the copy worded differently (its prose field changed where the lane has one) |
-| `wrong-scene-kind` | scene-descriptions | another kind (combat <-> narrative) |
-| `truncated` | every lane | the first half of the answer, `finish_reason: length` |
+- `citation-off-by-one` (list lanes): the record's citations shifted by 1 or 2 units, inside
+  the chunk, onto units that are not its gold units;
+- `citation-out-of-chunk` (list lanes): one of the record's citations replaced by the unit
+  just after the chunk (just before it for the last chunk): what a model whose decoding does
+  not honour the schema's `enum` can answer;
+- `citation-over-broad` (list lanes): the record cites the whole chunk (at most 50 units);
+- `pc-as-npc` (npcs, npc-interactions): an added record naming a party member present in the
+  chunk, citing lines that name them, else their player's lines;
+- `invented-name` (list lanes): an added record whose name is in no transcript, citing a real
+  record's units;
+- `alias-spelling` (list lanes): the record's name misspelt (a letter doubled in its longest
+  word);
+- `dm-or-player-label`: in npcs an added NPC named with a speaker label (the DM's when the DM
+  speaks in the chunk, else a player's) citing that speaker's lines; in the other lanes the
+  DM's label in place of the actor, caster, interaction partner, or an item event's empty
+  (else first) holder;
+- `duplicate` (list lanes): the record twice, the copy worded differently (its prose field
+  changed where the lane has one);
+- `wrong-scene-kind` (scene-descriptions): the other kind (combat <-> narrative);
+- `truncated` (every lane): the first half of the answer, with `finish_reason: length`.
 
 Each eligible thing (a record, or a chunk for the classes that add a record or change the
 answer) is hit with probability `rate`, decided by a random generator seeded with the seed, the
@@ -29,6 +39,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from benchmarks.latency_server import items_field, minimal_instance, schema_of_request
 from benchmarks.oracle import (
     SCENE_LANE,
     OracleSession,
@@ -36,12 +47,12 @@ from benchmarks.oracle import (
     item_schema,
     oracle_answer,
 )
-from benchmarks.latency_server import items_field, minimal_instance, schema_of_request
 from notarius_dagster.engine.evaluation import cited_units, normalize_name
 from notarius_dagster.engine.models import SourceDocument, SourceUnit
 
 CLASSES = (
     "citation-off-by-one",
+    "citation-out-of-chunk",
     "citation-over-broad",
     "pc-as-npc",
     "invented-name",
@@ -115,7 +126,6 @@ class Table:
     def text(self, unit: int) -> str:
         found = self.units.get(unit)
         return found.text if found else ""
-
 
 
 @dataclass(frozen=True)
@@ -279,6 +289,32 @@ class Injector:
                         )
                     )
                     break
+
+    def _citation_out_of_chunk(
+        self, rng: random.Random, lane: str, chunk: tuple[int, ...], items: list[Any], _: Any
+    ) -> None:
+        order = [u.unit_id for u in self.table.document.units]
+        first, last = order.index(chunk[0]), order.index(chunk[-1])
+        outside = order[last + 1] if last + 1 < len(order) else order[first - 1]
+        for index, item in enumerate(items):
+            if rng.random() >= self.rate:
+                continue
+            gold = list(item["unit_ids"])
+            cited = [*gold[:-1], outside]
+            item["unit_ids"] = cited
+            self._record(
+                Injection(
+                    self.cls,
+                    lane,
+                    chunk,
+                    index,
+                    cited=tuple(cited),
+                    gold_units=tuple(gold),
+                    wrong_units=(outside,),
+                    name=str(item[NAME_FIELD[lane]]),
+                    base=index,
+                )
+            )
 
     def _citation_over_broad(
         self, rng: random.Random, lane: str, chunk: tuple[int, ...], items: list[Any], _: Any
@@ -556,8 +592,6 @@ def _stopped_by(injection: Injection, published: Published) -> str:
         for w in published.warnings
     ):
         return "party member dropped"
-    if found:
-        return f"record dropped ({found[0].get('validator')})"
     return "merged or normalized away"
 
 
@@ -567,7 +601,9 @@ def reached(injection: Injection, published: Published, clean: Published) -> boo
     if injection.cls == "truncated":
         chunk_id = published.chunk_ids.get(injection.chunk)
         return not any(
-            r.get("lane") == lane and r.get("chunk_id") == chunk_id and r.get("record_index") is None
+            r.get("lane") == lane
+            and r.get("chunk_id") == chunk_id
+            and r.get("record_index") is None
             for r in published.rejected
         )
     if injection.cls == "wrong-scene-kind":
@@ -575,11 +611,13 @@ def reached(injection: Injection, published: Published, clean: Published) -> boo
             r.get("kind") == injection.value and published.cited(r, lane) == chunk
             for r in published.records.get(lane, ())
         )
-    if injection.cls in ("citation-off-by-one", "citation-over-broad"):
+    if injection.cls in ("citation-off-by-one", "citation-out-of-chunk", "citation-over-broad"):
         assert injection.name is not None
         wrong, gold = set(injection.wrong_units), set(injection.gold_units)
         for record in published.named(lane, NAME_FIELD[lane], injection.name):
             here = published.cited(record, lane) & chunk
+            if injection.cls == "citation-out-of-chunk" and published.cited(record, lane) & wrong:
+                return True
             if injection.cls == "citation-off-by-one" and here & wrong:
                 return True
             if injection.cls == "citation-over-broad" and here and len(here - gold) > len(here) / 2:

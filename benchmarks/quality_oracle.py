@@ -244,7 +244,9 @@ def losses(
         piece_fates: Counter[str] = Counter()
         outcomes: Counter[str] = Counter()
         for index, record in enumerate(records):
-            fates = [piece_fate(published, lane, chunk, pos) for chunk, pos in pieces.get(index, [])]
+            fates = [
+                piece_fate(published, lane, chunk, pos) for chunk, pos in pieces.get(index, [])
+            ]
             piece_fates.update(fates)
             outcomes[_outcome(record, fates, published, lane, fields)] += 1
         out[lane] = {
@@ -342,7 +344,9 @@ def bench_session(
     for name, base in PROFILES.items():
         profile = base or spec.campaign
         answered: Answered = {}
-        result = run_once(spec, profile, clean_responder(session, answered), store / f"clean-{name}")
+        result = run_once(
+            spec, profile, clean_responder(session, answered), store / f"clean-{name}"
+        )
         entry: dict[str, Any] = {
             "profile": _rel(profile),
             "success": result.success,
@@ -380,7 +384,11 @@ def bench_session(
             store / f"inject-{cls}",
             publish={"min_accepted_chunk_share": 0},
         )
-        entry = {"success": result.success, "error": result.error, "wall_time_s": result.wall_time_s}
+        entry = {
+            "success": result.success,
+            "error": result.error,
+            "wall_time_s": result.wall_time_s,
+        }
         if result.bundle is not None and clean is not None:
             published = read_published(result.bundle, match_fields)
             entry.update(tally(list(injector.log.values()), published, clean))
@@ -461,8 +469,8 @@ def summarize(sessions: Sequence[Mapping[str, Any]], classes: Sequence[str]) -> 
             for lane, row in lanes.items():
                 slot = lanes_min.setdefault(lane, {"f1": None, "grounded_f1": None})
                 for key in ("f1", "grounded_f1"):
-                    value = row.get(key)
-                    if value is not None and (slot[key] is None or value < slot[key]):
+                    value, lowest = row.get(key), slot[key]
+                    if value is not None and (lowest is None or value < lowest):
                         slot[key] = value
         ceiling[name] = dict(sorted(lanes_min.items()))
     return {"classes": per_class, "lowest_ceiling_per_lane": ceiling}

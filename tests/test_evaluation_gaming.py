@@ -27,7 +27,7 @@ KINDS = {
     "npc-interactions": ("dnd/npc-interaction-list", "npc_interactions"),
     "scene-descriptions": ("dnd/scene-description-list", "scene_descriptions"),
 }
-GOLD_NPCS = [
+GOLD_NPCS: list[dict[str, Any]] = [
     {"name": "Gustav Fletching", "aliases": ["Gustav"], "unit_ids": [101, 102]},
     {"name": "Ornna", "unit_ids": [105]},
     {"name": "Toya", "unit_ids": [110, 111]},

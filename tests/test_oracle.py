@@ -205,7 +205,9 @@ def clean(lane_id: str, chunk: list[int]) -> dict[str, Any]:
     return oracle_answer(session, request(LANES[lane_id], document, chunk))[2]
 
 
-def test_every_class_is_deterministic_and_leaves_a_valid_answer_unless_truncated() -> None:
+def test_every_class_is_deterministic_and_only_the_schema_breaking_ones_break_it() -> None:
+    """Truncated answers are not JSON and out-of-chunk citations are outside the `enum`; every
+    other mistake is one a schema-following model can make."""
     document = document_of("crd3-c2e001-slice")
     for cls in CLASSES:
         for lane_id in ("npcs", "combat-turns", "spells", "npc-interactions", "scene-descriptions"):
@@ -214,7 +216,11 @@ def test_every_class_is_deterministic_and_leaves_a_valid_answer_unless_truncated
             assert first[1:] == again[1:] and first[0].log == again[0].log, (cls, lane_id)
             if first[2] == "stop":
                 schema = request(LANES[lane_id], document, FIGHT)["response_format"]["schema"]
-                assert not list(Draft202012Validator(schema).iter_errors(first[1])), cls
+                errors = list(Draft202012Validator(schema).iter_errors(first[1]))
+                if cls == "citation-out-of-chunk" and first[0].log:
+                    assert errors and {e.validator for e in errors} == {"enum"}
+                else:
+                    assert not errors, cls
 
 
 def test_citations_off_by_one_or_two_move_onto_units_that_are_not_the_records() -> None:
@@ -228,6 +234,12 @@ def test_citations_off_by_one_or_two_move_onto_units_that_are_not_the_records() 
     )
 
 
+def test_out_of_chunk_citations_cite_the_unit_after_the_chunk() -> None:
+    injector, answer, _ = injected("citation-out-of-chunk", "spells", FIGHT)
+    (mistake,) = injector.log.values()
+    assert mistake.wrong_units == (1200,) and answer["spells"][0]["unit_ids"][-1] == 1200
+
+
 def test_over_broad_citations_cite_the_chunk() -> None:
     injector, answer, _ = injected("citation-over-broad", "spells", FIGHT)
     assert answer["spells"][0]["unit_ids"] == FIGHT
@@ -239,7 +251,10 @@ def test_added_records_name_a_party_member_an_invented_name_or_a_speaker_label()
     before = {normalize_name(n["name"]) for n in clean("npcs", FIGHT)["npcs"]}
     for cls, allowed in (
         ("pc-as-npc", {normalize_name(m.character) for m in PARTY}),
-        ("invented-name", {"aldric vane", "mirela thornbury", "oskar brightwater", "selka dunmore"}),
+        (
+            "invented-name",
+            {"aldric vane", "mirela thornbury", "oskar brightwater", "selka dunmore"},
+        ),
         ("dm-or-player-label", {"matt"} | {normalize_name(m.labels[0]) for m in PARTY}),
     ):
         injector, answer, _ = injected(cls, "npcs", FIGHT)
@@ -260,7 +275,10 @@ def test_the_dm_label_replaces_the_character_of_a_record() -> None:
 def test_misspellings_duplicates_scene_kinds_and_truncation() -> None:
     assert misspell("Gustav Fletching") == "Gustav Fletcching"
     _, answer, _ = injected("alias-spelling", "npcs", FIGHT)
-    assert all(n["name"] == misspell(c["name"]) for n, c in zip(answer["npcs"], clean("npcs", FIGHT)["npcs"], strict=True))
+    assert all(
+        n["name"] == misspell(c["name"])
+        for n, c in zip(answer["npcs"], clean("npcs", FIGHT)["npcs"], strict=True)
+    )
     _, answer, _ = injected("duplicate", "combat-turns", FIGHT)
     turns = clean("combat-turns", FIGHT)["combat_turns"]
     assert len(answer["combat_turns"]) == 2 * len(turns)
@@ -283,7 +301,7 @@ def test_the_oracle_through_the_pipeline_keeps_most_of_the_gold(tmp_path: Path) 
     Floors, from what the pipeline measurably loses there today (docs/evaluation.md, "The
     oracle ceiling"): the NPC, the scene and every spell survive (F1 1.0); every published
     record cites only gold units (citation precision 1.0, so grounded F1 equals F1); total F1 at
-    least 0.85 (0.93 measured: combat turns split at chunk borders cost precision). A change
+    least 0.85 (0.94 measured: combat turns split at chunk borders cost precision). A change
     that loses one more of the 24 gold records costs about 0.04."""
     from notarius_dagster.engine.evaluation import evaluate
     from notarius_dagster.engine.lanes import registered_match_fields
@@ -293,7 +311,9 @@ def test_the_oracle_through_the_pipeline_keeps_most_of_the_gold(tmp_path: Path) 
     result = run_once(spec, spec.campaign, clean_responder(session), tmp_path)
     assert result.success, result.error
     assert result.bundle is not None
-    report = evaluate(result.bundle, DATA / "gold" / "fireball-sea-hag.json", registered_match_fields())
+    report = evaluate(
+        result.bundle, DATA / "gold" / "fireball-sea-hag.json", registered_match_fields()
+    )
     lanes = {row.lane_id: row for row in report.lanes}
     for lane_id in ("npcs", "scene-descriptions", "spells"):
         assert lanes[lane_id].by_name.f1 == 1.0, lane_id

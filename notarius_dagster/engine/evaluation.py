@@ -314,7 +314,9 @@ class _Chunks:
         candidates = self.of_unit.get(first, ())
         whole = set(inside)
         holding = [c for c in candidates if whole <= self.units[c]]
-        return (holding or list(candidates) or [None])[0]
+        if holding:
+            return holding[0]
+        return candidates[0] if candidates else None
 
     def touched(self, units: Iterable[int]) -> frozenset[int]:
         return frozenset(c for u in units for c in self.of_unit.get(u, ()))
