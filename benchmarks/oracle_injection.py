@@ -617,7 +617,9 @@ def reached(injection: Injection, published: Published, clean: Published) -> boo
         for record in published.named(lane, NAME_FIELD[lane], injection.name):
             here = published.cited(record, lane) & chunk
             if injection.cls == "citation-out-of-chunk" and published.cited(record, lane) & wrong:
-                return True
+                # The unit may be the record's own in the next chunk: only an accepted answer
+                # for this chunk can have carried the out-of-chunk citation into the bundle.
+                return not piece_fate(published, lane, injection.chunk, -1).startswith("answer")
             if injection.cls == "citation-off-by-one" and here & wrong:
                 return True
             if injection.cls == "citation-over-broad" and here and len(here - gold) > len(here) / 2:
