@@ -10,6 +10,14 @@ validator, model calls and tokens, the wall time, and the model and profile dige
     NOTARIUS_TEST_DOUBLE_RESPONDER=tests.lane_doubles:complete_responder PYTHONPATH=. \\
         .venv/bin/python benchmarks/bench_quality.py --llm-profile test-double --out /tmp/q.json
 
+With `--oracle` it measures the pipeline instead of a model (`benchmarks/quality_oracle.py`):
+the oracle answers every chunk with exactly its gold records, clean (the ceiling: what the
+pipeline itself loses) and with each class of realistic mistakes injected (what the validators
+catch and what reaches the bundle), and writes benchmarks/results/quality-oracle.json:
+
+    .venv/bin/python benchmarks/bench_quality.py --oracle [--classes C,...] [--rate 0.5]
+
+Scores are the v2 scorer's, with the v1 scorer's beside them (`scores_v1`) for one release.
 On demand only, never part of the test suite. The bundled 135M model proves the path, it does
 not measure extraction quality (docs/evaluation.md); never tune prompts to one gold file."""
 
@@ -41,6 +49,7 @@ from notarius_dagster.runner import run_session  # noqa: E402
 PROFILE = ROOT / "configs" / "dnd-complete.yaml"
 GOLD = ROOT / "data" / "gold"
 RESULT = ROOT / "benchmarks" / "results" / "quality.json"
+ORACLE_RESULT = ROOT / "benchmarks" / "results" / "quality-oracle.json"
 
 
 @dataclass(frozen=True)
@@ -98,8 +107,11 @@ def bench_session(session: Session, llm_profile: str, store: Path) -> dict[str, 
         return out
     manifest = json.loads((bundle / "manifest.json").read_text())
     rejected = json.loads((bundle / "rejected.json").read_text())
-    report = evaluate(bundle, GOLD / f"{session.session_id}.json", registered_match_fields())
+    gold = GOLD / f"{session.session_id}.json"
+    report = evaluate(bundle, gold, registered_match_fields())
+    report_v1 = evaluate(bundle, gold, registered_match_fields(), scorer="v1")
     scores = {row.lane_id: row for row in report.lanes}
+    scores_v1 = {row.lane_id: row for row in report_v1.lanes}
     by_validator: dict[str, Counter[str]] = {}
     for rejection in rejected:
         by_validator.setdefault(str(rejection.get("lane")), Counter())[
@@ -120,6 +132,7 @@ def bench_session(session: Session, llm_profile: str, store: Path) -> dict[str, 
             "rejections_by_validator": dict(sorted(by_validator.get(lane_id, Counter()).items())),
             "scored_as": row.status if row else None,
             "scores": _score(row) if row else None,
+            "scores_v1": _score(scores_v1[lane_id]) if lane_id in scores_v1 else None,
         }
     totals = manifest["totals"]
     out.update(
@@ -138,6 +151,7 @@ def bench_session(session: Session, llm_profile: str, store: Path) -> dict[str, 
             },
             "lanes": lanes,
             "totals": _score(report.totals),
+            "totals_v1": _score(report_v1.totals),
         }
     )
     return out
@@ -153,8 +167,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--sessions", help="comma-separated subset of: " + ", ".join(s.session_id for s in SESSIONS)
     )
-    parser.add_argument("--out", default=str(RESULT), help="where to write the figures")
+    parser.add_argument("--out", help="where to write the figures (default: results/...)")
+    parser.add_argument(
+        "--oracle",
+        action="store_true",
+        help="measure the pipeline with the oracle: ceiling and injected mistakes",
+    )
+    parser.add_argument(
+        "--classes", help="--oracle: comma-separated injection classes (default all)"
+    )
+    parser.add_argument("--rate", type=float, default=0.5, help="--oracle: injection rate")
+    parser.add_argument("--seed", type=int, default=19, help="--oracle: injection seed")
     args = parser.parse_args(argv)
+    if args.oracle:
+        return oracle_main(args, parser)
+    args.out = args.out or str(RESULT)
     chosen = [s for s in SESSIONS if not args.sessions or s.session_id in args.sessions.split(",")]
     if not chosen:
         parser.error("no such session")
@@ -194,6 +221,65 @@ def main(argv: list[str] | None = None) -> int:
     out.write_text(json.dumps(document, indent=2) + "\n")
     print(f"wrote {out.name}", file=sys.stderr)
     return 0 if all(r["success"] for r in results) else 1
+
+
+def oracle_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """`--oracle`: the ceiling and the injection suite on the gold sessions."""
+    from benchmarks import quality_oracle
+
+    specs = quality_oracle.SESSIONS
+    chosen = [s for s in specs if not args.sessions or s.session_id in args.sessions.split(",")]
+    classes = args.classes.split(",") if args.classes else list(quality_oracle.CLASSES)
+    unknown = sorted(set(classes) - set(quality_oracle.CLASSES))
+    if not chosen or unknown or not 0 < args.rate <= 1:
+        parser.error(f"no such session or class ({', '.join(unknown)}), or a rate outside (0, 1]")
+    os.environ.setdefault("DAGSTER_HOME", tempfile.mkdtemp(prefix="bench-quality-home-"))
+    started = time.perf_counter()
+
+    def log(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    results = []
+    with tempfile.TemporaryDirectory(prefix="bench-quality-oracle-") as store:
+        for spec in chosen:
+            results.append(
+                quality_oracle.bench_session(
+                    spec,
+                    Path(store) / spec.session_id,
+                    classes=classes,
+                    rate=args.rate,
+                    seed=args.seed,
+                    log=log,
+                )
+            )
+    document = {
+        "benchmark": "quality-oracle",
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "command": "bench_quality.py " + " ".join(sys.argv[1:]),
+        "git_commit": _git_commit(),
+        "cores": os.cpu_count(),
+        "scorer": "v2 (scores_v1: the v1 scorer, for one release)",
+        "rate": args.rate,
+        "seed": args.seed,
+        "classes": classes,
+        "wall_time_s": round(time.perf_counter() - started, 1),
+        "summary": quality_oracle.summarize(results, classes),
+        "sessions": results,
+    }
+    out = Path(args.out or ORACLE_RESULT)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(document, indent=2) + "\n")
+    print(f"wrote {out.name} in {document['wall_time_s']} s", file=sys.stderr)
+    return 0
+
+
+def _git_commit() -> str | None:
+    import subprocess
+
+    done = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    return done.stdout.strip() or None
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
-"""`notarius eval BUNDLE --gold GOLD [--json]`: score a published bundle against a gold file,
-per lane (precision, recall and F1 by name and grounded, citation precision), as a table or as
-JSON for scripts. docs/evaluation.md says how each number is computed."""
+"""`notarius eval BUNDLE --gold GOLD [--json] [--scorer v1|v2]`: score a published bundle
+against a gold file, per lane (precision, recall and F1 by name and grounded, citation
+precision), as a table or as JSON for scripts. docs/evaluation.md says how each number is
+computed; `--scorer v1` reproduces figures recorded before the v2 matching rules."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ def print_report(report: Any) -> None:
 
     console = Console(width=140)
     console.print(
-        f"[bold]session[/bold] {report.session_id} against gold {report.gold_session_id}"
+        f"[bold]session[/bold] {report.session_id} against gold {report.gold_session_id}, "
+        f"scorer {report.scorer}"
         + ("" if report.source_checked else " (source digest not checked: the gold has none)")
     )
     table = Table(
@@ -38,8 +40,9 @@ def print_report(report: Any) -> None:
         "gF1",
         "cite P",
         "cited",
-        caption="P/R/F1: matched by name; gP/gR/gF1: grounded (a match must cite a unit of "
-        "its gold record); cite P: share of the matches' cited units that ground them",
+        caption="P/R/F1: matched by name; gP/gR/gF1: grounded (v2: at least half of a match's "
+        "cited units are its gold record's; v1: one); cite P: share of the matches' cited "
+        "units that ground them",
     )
     status_text = {
         "scored": "scored",
@@ -80,9 +83,9 @@ def print_report(report: Any) -> None:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    """Per lane: precision, recall and F1 of the records by alias-aware name, the same
-    counting only records that cite a unit of their gold record, and citation precision. See
-    docs/evaluation.md."""
+    """Per lane: precision, recall and F1 of the records by name (gold aliases accepted), the
+    same counting only records whose citations are mostly their gold record's units, and
+    citation precision. See docs/evaluation.md."""
     from notarius_dagster.dnd import load_lanes
     from notarius_dagster.engine.errors import NotariusError
     from notarius_dagster.engine.evaluation import evaluate
@@ -99,7 +102,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise CommandError(f"gold {gold.name!r} not found", EXIT_USAGE)
     try:
         load_lanes()  # each lane declares what the evaluation matches its records on
-        report = evaluate(bundle, gold, registered_match_fields())
+        report = evaluate(bundle, gold, registered_match_fields(), scorer=args.scorer)
     except NotariusError as exc:
         raise CommandError(exc) from None
     if args.json:
@@ -110,7 +113,16 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def add_eval_parser(sub: Any) -> None:
+    from notarius_dagster.engine.evaluation import DEFAULT_SCORER, SCORERS
+
     parser = add_command(sub, "eval", cmd_eval, help="score a published bundle against a gold file")
     parser.add_argument("bundle", metavar="BUNDLE", help="a published bundle folder")
     parser.add_argument("--gold", required=True, help="the session's gold file (JSON)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument(
+        "--scorer",
+        choices=SCORERS,
+        default=DEFAULT_SCORER,
+        help=f"matching rules (default {DEFAULT_SCORER}; v1: the previous rules, to reproduce "
+        "earlier figures, kept for one release)",
+    )

@@ -94,6 +94,18 @@ def test_eval_json_is_the_report_model_with_the_same_numbers(bundle: Path, tmp_p
     assert (spells.predicted, spells.gold, spells.grounded.f1) == (2, 2, 1.0)
 
 
+def test_eval_scorer_v1_reproduces_the_previous_rules(bundle: Path, tmp_path: Path) -> None:
+    done = notarius(tmp_path, "eval", str(bundle), "--gold", str(GOLD), "--json", "--scorer", "v1")
+    assert done.returncode == 0, done.stderr
+    report = EvaluationReport.model_validate_json(done.stdout)
+    assert report.scorer == "v1"
+    assert report == evaluate(bundle, GOLD, MATCH_FIELDS, scorer="v1")
+    table = notarius(tmp_path, "eval", str(bundle), "--gold", str(GOLD))
+    assert "scorer v2" in table.stdout  # the default, named in the table's heading
+    wrong = notarius(tmp_path, "eval", str(bundle), "--gold", str(GOLD), "--scorer", "v3")
+    assert wrong.returncode == 2 and "invalid choice" in wrong.stderr
+
+
 def test_eval_refuses_missing_files_as_usage_errors(bundle: Path, tmp_path: Path) -> None:
     done = notarius(tmp_path, "eval", str(bundle), "--gold", str(tmp_path / "nope.json"))
     assert done.returncode == 2 and "gold 'nope.json' not found" in done.stderr

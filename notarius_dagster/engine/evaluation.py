@@ -1,31 +1,42 @@
 """Scores a published bundle against a gold file, per lane: precision, recall and F1 of the
-records by name, the same with grounding (a match must cite a unit of its gold record), and
-citation precision. Domain-neutral: what a lane's records are matched on comes from a table
+records by name, the same with grounding (a match must cite mostly units of its gold record),
+and citation precision. Domain-neutral: what a lane's records are matched on comes from a table
 of `MatchFields` per artifact kind, passed in by the caller (each domain provides its own).
 
-How it is computed (docs/evaluation.md says the same for readers):
+How it is computed by the default scorer, `v2` (docs/evaluation.md says the same for readers):
 
 - Names are compared after `normalize_name` (case, diacritics, possessives, punctuation,
-  whitespace and a leading article do not count). A predicted record's names are its match
-  field plus its alias field; a gold record's are its match field (a string or a list of
-  spellings) plus its `aliases`. Two records *name-match* when the name sets intersect and
-  every secondary field (`MatchFields.also`) that both records set agrees.
-- One-to-one matching, greedy in the bundle's record order: each predicted record takes the
-  still-unmatched, name-matching gold record that shares the most units with its citations
-  (ties: the earliest gold record). *Grounded* matching is a second, separate pass that only
-  accepts candidates sharing at least one unit. `many_to_one` kinds (one record per chunk,
-  where one gold record can span several chunks) let any number of predicted records take the
-  same gold record; recall then counts gold records matched at least once.
+  whitespace and a leading article do not count). A predicted record is matched on its own
+  name only (its match field); a gold record's names are its match field (a string or a list
+  of spellings) plus its `aliases`. The prediction's own aliases never count: a junk record
+  listing every gold name as an alias must not match them. Two records *name-match* when the
+  prediction's name is one of the gold record's and every secondary field
+  (`MatchFields.also`) that both records set agrees.
+- Cited units of a predicted record: every unit its references cover, ranges expanded by
+  document position (the bundle's chunk map gives the order). A prediction is *grounded* in a
+  gold record when at least `GROUNDED_MIN_PRECISION` (half) of its cited units are that gold
+  record's units: citing the whole transcript is not grounding.
+- One-to-one kinds: an optimal matching (maximum cardinality, then the most shared units;
+  `max_weight_matching`), so the figures never depend on record order. The *grounded*
+  matching is a second, separate matching over grounded pairs only.
+- Many-to-one kinds (one record per chunk, where one gold record spans several chunks): a gold
+  record may be matched once per chunk of the bundle's chunk map that its units touch, by a
+  prediction from that chunk (the chunk holding the prediction's citations). So a second
+  report of one gold record from the same chunk is a duplicate (a false positive), and a
+  prediction from a chunk the gold record does not touch matches nothing (a scene is matched by
+  kind and span). Recall counts the gold records an optimal one-to-one matching covers.
 - P = matched predicted / predicted, R = matched gold / gold, F1 = 2PR / (P + R). P is null
   with no predictions, R null with no gold records; F1 is 0 when exactly one side is empty
   and null when both are (nothing to measure).
-- Cited units of a predicted record: every unit its references cover, ranges expanded by
-  document position (the bundle's chunk map gives the order). Citation precision, over the
-  name-matched pairs: the share of their cited units that are among the matched gold
-  record's `unit_ids` (summed over pairs, so micro-averaged).
+- Citation precision, over the name-matched pairs: the share of their cited units that are
+  among the matched gold record's `unit_ids` (summed over pairs, so micro-averaged).
 - A lane in the gold but not in the bundle (rejected, or not in the profile) is scored as an
   empty prediction, never skipped; a lane in the bundle but not in the gold is listed and
   left out of the totals. Totals are micro-averaged: counts summed over the gold's lanes.
+
+The previous scorer, `v1` (greedy matching in bundle order, the prediction's aliases counted,
+grounding = one shared unit, many-to-one without limit), stays selectable for one release
+(`scorer="v1"`, `notarius eval --scorer v1`) so earlier figures can be reproduced.
 
 Errors name the bundle folder, the file and the key path, never a value taken from them."""
 
@@ -48,6 +59,15 @@ from notarius_dagster.engine.gold import GoldFile, GoldRecord, gold_schema, load
 REPORT_SCHEMA_ID = "notarius.eval.report"
 REPORT_SCHEMA_NAME = "notarius_eval_report_v1"
 ROUND_TO = 4
+
+Scorer = Literal["v1", "v2"]
+"""`v2`: the scorer described above (the default); `v1`: the previous one, kept for one release
+so figures recorded with it can be reproduced."""
+SCORERS: tuple[Scorer, ...] = ("v1", "v2")
+DEFAULT_SCORER: Scorer = "v2"
+GROUNDED_MIN_PRECISION = 0.5
+"""v2: the least share of a prediction's cited units that must be its gold record's units for
+the pair to count as grounded."""
 
 
 class EvaluationError(NotariusError):
@@ -165,6 +185,10 @@ class EvaluationReport(Frozen):
     """What `notarius eval --json` prints and the quality check records."""
 
     report_version: Literal["1"] = "1"
+    scorer: Scorer = Field(
+        default=DEFAULT_SCORER,
+        description="the matching rules the numbers were computed with (docs/evaluation.md)",
+    )
     session_id: str
     gold_session_id: str
     source_digest: str | None
@@ -222,6 +246,8 @@ class _Predicted:
     also: Mapping[str, frozenset[str]]
     cited: frozenset[int]
     cited_count: int
+    chunk: int | None = None
+    """v2: the index (in the chunk map) of the chunk the prediction comes from."""
 
 
 @dataclass(frozen=True)
@@ -229,6 +255,8 @@ class _Gold:
     names: frozenset[str]
     also: Mapping[str, frozenset[str]]
     units: frozenset[int]
+    chunks: frozenset[int] = frozenset()
+    """v2: the chunks (indexes in the chunk map) its units touch."""
 
 
 def _refs_of(record: Mapping[str, Any], refs_field: str) -> list[Mapping[str, Any]]:
@@ -259,26 +287,65 @@ def cited_units(
     return list(out)
 
 
+@dataclass(frozen=True)
+class _Chunks:
+    """The bundle's chunks as unit sets, and for each unit the chunks that hold it. Without a
+    chunk map the whole document is one chunk."""
+
+    units: tuple[frozenset[int], ...]
+    of_unit: Mapping[int, tuple[int, ...]]
+
+    @classmethod
+    def of(cls, chunks: Sequence[Sequence[int]], order: Sequence[int]) -> _Chunks:
+        sets = tuple(frozenset(c) for c in chunks) or (frozenset(order),)
+        of_unit: dict[int, list[int]] = {}
+        for index, units in enumerate(sets):
+            for unit in units:
+                of_unit.setdefault(unit, []).append(index)
+        return cls(sets, {u: tuple(c) for u, c in of_unit.items()})
+
+    def source(self, cited: Sequence[int], positions: Mapping[int, int]) -> int | None:
+        """The chunk a prediction comes from: of the chunks holding its first cited unit (by
+        document position), the first that holds all its cited units, else the first."""
+        inside = [u for u in cited if u in positions]
+        if not inside:
+            return None
+        first = min(inside, key=positions.__getitem__)
+        candidates = self.of_unit.get(first, ())
+        whole = set(inside)
+        holding = [c for c in candidates if whole <= self.units[c]]
+        if holding:
+            return holding[0]
+        return candidates[0] if candidates else None
+
+    def touched(self, units: Iterable[int]) -> frozenset[int]:
+        return frozenset(c for u in units for c in self.of_unit.get(u, ()))
+
+
 def _predicted(
     record: Mapping[str, Any],
     fields: MatchFields,
     positions: Mapping[int, int],
     order: Sequence[int],
+    scorer: Scorer,
+    chunks: _Chunks,
 ) -> _Predicted:
     names = _spellings(record.get(fields.name))
-    if fields.aliases:
+    if fields.aliases and scorer == "v1":
         names |= _spellings(record.get(fields.aliases) or [])
     cited = cited_units(_refs_of(record, fields.refs), positions, order)
     also = {f: frozenset(_spellings(record.get(f))) for f in fields.also}
-    return _Predicted(frozenset(names), also, frozenset(cited), len(cited))
+    chunk = chunks.source(cited, positions) if scorer == "v2" else None
+    return _Predicted(frozenset(names), also, frozenset(cited), len(cited), chunk)
 
 
-def _gold(record: GoldRecord, fields: MatchFields) -> _Gold:
+def _gold(record: GoldRecord, fields: MatchFields, chunks: _Chunks) -> _Gold:
     names = _spellings(record.value(fields.name)) | _spellings(record.aliases)
     if fields.aliases and fields.aliases != "aliases":
         names |= _spellings(record.value(fields.aliases))
     also = {f: frozenset(_spellings(record.value(f))) for f in fields.also}
-    return _Gold(frozenset(names), also, frozenset(record.unit_ids))
+    units = frozenset(record.unit_ids)
+    return _Gold(frozenset(names), also, units, chunks.touched(units))
 
 
 def _name_match(p: _Predicted, g: _Gold) -> bool:
@@ -289,10 +356,12 @@ def _name_match(p: _Predicted, g: _Gold) -> bool:
     return all(not p.also[f] or not g.also[f] or bool(p.also[f] & g.also[f]) for f in g.also)
 
 
-def _match(
+def _match_v1(
     predicted: Sequence[_Predicted], gold: Sequence[_Gold], *, grounded: bool, many_to_one: bool
 ) -> list[tuple[int, int]]:
-    """(predicted index, gold index) pairs; see the module docstring for the rules."""
+    """The v1 matching: greedy in bundle order, each prediction taking the name-matching gold
+    record that shares the most units with it (ties: the earliest); grounded = one shared
+    unit; many-to-one without limit."""
     taken: set[int] = set()
     pairs: list[tuple[int, int]] = []
     for i, p in enumerate(predicted):
@@ -310,6 +379,105 @@ def _match(
             pairs.append((i, j))
             taken.add(j)
     return pairs
+
+
+def max_weight_matching(weights: Mapping[tuple[int, int], int]) -> list[tuple[int, int]]:
+    """A maximum-weight matching of a bipartite graph given as `(left, right) -> weight`
+    (weights > 0; a missing pair is no edge): the Hungarian algorithm with potentials,
+    O(n^2 m) on the vertices that have an edge. The standard library has no assignment
+    solver and scipy is not a dependency; the graphs here are a lane's records (tens to a few
+    hundred), so this is milliseconds. Returned pairs are sorted."""
+    if not weights:
+        return []
+    rows = sorted({i for i, _ in weights})
+    cols = sorted({j for _, j in weights})
+    transpose = len(rows) > len(cols)
+    if transpose:
+        rows, cols = cols, rows
+    n, m = len(rows), len(cols)
+
+    def cost(r: int, c: int) -> int:
+        key = (cols[c], rows[r]) if transpose else (rows[r], cols[c])
+        return -weights.get(key, 0)
+
+    inf = float("inf")
+    u = [0.0] * (n + 1)
+    v = [0.0] * (m + 1)
+    owner = [0] * (m + 1)  # owner[j]: the row (1-based) assigned to column j, 0 = none
+    way = [0] * (m + 1)
+    for i in range(1, n + 1):
+        owner[0] = i
+        j0 = 0
+        minv = [inf] * (m + 1)
+        used = [False] * (m + 1)
+        while True:
+            used[j0] = True
+            i0, delta, j1 = owner[j0], inf, 0
+            for j in range(1, m + 1):
+                if used[j]:
+                    continue
+                cur = cost(i0 - 1, j - 1) - u[i0] - v[j]
+                if cur < minv[j]:
+                    minv[j], way[j] = cur, j0
+                if minv[j] < delta:
+                    delta, j1 = minv[j], j
+            for j in range(m + 1):
+                if used[j]:
+                    u[owner[j]] += delta
+                    v[j] -= delta
+                else:
+                    minv[j] -= delta
+            j0 = j1
+            if owner[j0] == 0:
+                break
+        while j0:
+            j1 = way[j0]
+            owner[j0] = owner[j1]
+            j0 = j1
+    pairs = []
+    for j in range(1, m + 1):
+        if owner[j]:
+            r, c = rows[owner[j] - 1], cols[j - 1]
+            pair = (c, r) if transpose else (r, c)
+            if pair in weights:
+                pairs.append(pair)
+    return sorted(pairs)
+
+
+def _grounded(p: _Predicted, g: _Gold) -> bool:
+    """v2: at least `GROUNDED_MIN_PRECISION` of the prediction's cited units are the gold
+    record's."""
+    return p.cited_count > 0 and len(p.cited & g.units) >= GROUNDED_MIN_PRECISION * p.cited_count
+
+
+def _match_v2(
+    predicted: Sequence[_Predicted], gold: Sequence[_Gold], *, grounded: bool, many_to_one: bool
+) -> tuple[list[tuple[int, int]], int]:
+    """(predicted index, gold index) pairs of the optimal matching, and how many gold records
+    it matches (see the module docstring)."""
+    edges = [
+        (i, j)
+        for i, p in enumerate(predicted)
+        for j, g in enumerate(gold)
+        if _name_match(p, g)
+        and (not many_to_one or p.chunk in g.chunks)
+        and (not grounded or _grounded(p, g))
+    ]
+    # Cardinality first (each edge outweighs every possible sum of shared units), then the
+    # pairing whose citations share the most units with their gold records.
+    big = 1 + sum(p.cited_count for p in predicted)
+    shared = {(i, j): big + len(predicted[i].cited & gold[j].units) for i, j in edges}
+    if not many_to_one:
+        pairs = max_weight_matching(shared)
+        return pairs, len(pairs)
+    # A gold record offers one slot per chunk it touches; a prediction can take the slot of
+    # its own chunk. Recall: the gold records a one-to-one matching over the same pairs covers.
+    slots = sorted({(j, predicted[i].chunk) for i, j in edges})
+    slot_index = {slot: k for k, slot in enumerate(slots)}
+    by_slot = {(i, slot_index[(j, predicted[i].chunk)]): w for (i, j), w in shared.items()}
+    pairs = [(i, slots[k][0]) for i, k in max_weight_matching(by_slot)]
+    covered = max_weight_matching(dict.fromkeys(shared, 1))
+    return pairs, len(covered)
 
 
 @dataclass(frozen=True)
@@ -376,18 +544,31 @@ def count_lane(
     gold: Sequence[GoldRecord],
     fields: MatchFields,
     order: Sequence[int],
+    *,
+    chunks: Sequence[Sequence[int]] = (),
+    scorer: Scorer = DEFAULT_SCORER,
 ) -> LaneCounts:
-    """The counts of one lane: predicted records (in bundle order) against gold records."""
+    """The counts of one lane: predicted records (in bundle order) against gold records;
+    `chunks` (the chunk map's unit ids per chunk) place the records of many-to-one kinds."""
     positions = {unit: pos for pos, unit in enumerate(order)}
-    preds = [_predicted(r, fields, positions, order) for r in records]
-    golds = [_gold(g, fields) for g in gold]
-    by_name = _match(preds, golds, grounded=False, many_to_one=fields.many_to_one)
-    grounded = _match(preds, golds, grounded=True, many_to_one=fields.many_to_one)
+    placed = _Chunks.of(chunks, order)
+    preds = [_predicted(r, fields, positions, order, scorer, placed) for r in records]
+    golds = [_gold(g, fields, placed) for g in gold]
+    many = fields.many_to_one
+    if scorer == "v1":
+        by_name = _match_v1(preds, golds, grounded=False, many_to_one=many)
+        grounded = _match_v1(preds, golds, grounded=True, many_to_one=many)
+        name_counts, grounded_counts = Matched.of(by_name), Matched.of(grounded)
+    else:
+        by_name, name_gold = _match_v2(preds, golds, grounded=False, many_to_one=many)
+        grounded, grounded_gold = _match_v2(preds, golds, grounded=True, many_to_one=many)
+        name_counts = Matched(predicted=len(by_name), gold=name_gold)
+        grounded_counts = Matched(predicted=len(grounded), gold=grounded_gold)
     return LaneCounts(
         predicted=len(preds),
         gold=len(golds),
-        by_name=Matched.of(by_name),
-        grounded=Matched.of(grounded),
+        by_name=name_counts,
+        grounded=grounded_counts,
         cited=sum(preds[i].cited_count for i, _ in by_name),
         supported=sum(len(preds[i].cited & golds[j].units) for i, j in by_name),
     )
@@ -414,6 +595,8 @@ class BundleView:
     lanes: dict[str, BundleLane]
     lane_status: dict[str, tuple[str | None, str]] = field(default_factory=dict)
     """lane id -> (kind, manifest status) for every lane the manifest lists."""
+    chunks: list[list[int]] = field(default_factory=list)
+    """The unit ids of each chunk of the chunk map, in its order (empty: no chunk map)."""
 
 
 def _read_json(folder: Path, rel: str, name: str) -> Any:
@@ -448,6 +631,7 @@ def load_bundle(path: Path, match_fields: Mapping[str, MatchFields]) -> BundleVi
     manifest_rel = str((index.get("files") or {}).get("manifest") or "manifest.json")
     manifest = _read_json(folder, manifest_rel, name) if (folder / manifest_rel).is_file() else {}
     order: list[int] = []
+    chunk_units: list[list[int]] = []
     chunk_map = index.get("chunk_map")
     if isinstance(chunk_map, dict) and chunk_map.get("file"):
         rel = str(chunk_map["file"])
@@ -457,8 +641,14 @@ def load_bundle(path: Path, match_fields: Mapping[str, MatchFields]) -> BundleVi
             raise EvaluationError(f"bundle {name!r}: {rel} has no 'chunks' list")
         seen: set[int] = set()
         for chunk in chunks:
-            for unit in chunk.get("unit_ids", []) if isinstance(chunk, dict) else []:
-                if isinstance(unit, int) and unit not in seen:
+            units = [
+                u
+                for u in (chunk.get("unit_ids", []) if isinstance(chunk, dict) else [])
+                if isinstance(u, int)
+            ]
+            chunk_units.append(units)
+            for unit in units:
+                if unit not in seen:
                     seen.add(unit)
                     order.append(unit)
     lanes: dict[str, BundleLane] = {}
@@ -489,6 +679,7 @@ def load_bundle(path: Path, match_fields: Mapping[str, MatchFields]) -> BundleVi
         order=order,
         lanes=lanes,
         lane_status=status,
+        chunks=chunk_units,
     )
 
 
@@ -518,6 +709,8 @@ def score_bundle(
     gold: GoldFile,
     match_fields: Mapping[str, MatchFields],
     gold_name: str = "gold",
+    *,
+    scorer: Scorer = DEFAULT_SCORER,
 ) -> EvaluationReport:
     """Score every lane of the gold (and list the bundle's other lanes); see the module doc."""
     checked = False
@@ -567,13 +760,21 @@ def score_bundle(
                     f"gold {gold_name!r}: lanes.{lane_id}[{position}]: no "
                     f"{fields.name!r} (the lane's match field)"
                 )
-        counts = count_lane(published.records, records, fields, bundle.order)
+        counts = count_lane(
+            published.records,
+            records,
+            fields,
+            bundle.order,
+            chunks=bundle.chunks,
+            scorer=scorer,
+        )
         lanes.append(
             _lane_score(lane_id, published.kind, "scored", manifest_status or "accepted", counts)
         )
         total += counts
     totals = Totals(lanes=sorted(gold.lanes), **total.report_fields())
     return EvaluationReport(
+        scorer=scorer,
         session_id=bundle.session_id,
         gold_session_id=gold.session_id,
         source_digest=bundle.source_digest,
@@ -584,8 +785,13 @@ def score_bundle(
 
 
 def evaluate(
-    bundle_path: Path, gold_path: Path, match_fields: Mapping[str, MatchFields]
+    bundle_path: Path,
+    gold_path: Path,
+    match_fields: Mapping[str, MatchFields],
+    *,
+    scorer: Scorer = DEFAULT_SCORER,
 ) -> EvaluationReport:
     """Load both files and score (what the command and the quality check call)."""
     gold = load_gold(gold_path)
-    return score_bundle(load_bundle(bundle_path, match_fields), gold, match_fields, gold_path.name)
+    bundle = load_bundle(bundle_path, match_fields)
+    return score_bundle(bundle, gold, match_fields, gold_path.name, scorer=scorer)
