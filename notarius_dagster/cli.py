@@ -251,8 +251,6 @@ def _llm_summary(profile: Any, *, ping: bool) -> dict[str, Any]:
     `CommandError` (exit 1) when it cannot."""
     from notarius_dagster.engine.errors import NotariusError
     from notarius_dagster.llm.families import family_of
-    from notarius_dagster.llm.offline import ensure_server
-    from notarius_dagster.llm.preflight import ping as ping_model
     from notarius_dagster.llm.preflight import readiness_problems
     from notarius_dagster.llm.structured import choose_rung
 
@@ -266,7 +264,10 @@ def _llm_summary(profile: Any, *, ping: bool) -> dict[str, Any]:
         "structured_output": choose_rung(profile, family),
         "prices": "profile" if profile.priced else "litellm",
     }
-    if ping:
+    if ping:  # litellm (and the offline server, for the bundled model) only now
+        from notarius_dagster.llm.offline import ensure_server
+        from notarius_dagster.llm.preflight import ping as ping_model
+
         try:
             with ensure_server(profile) as api_base:
                 result = ping_model(profile, api_base_override=api_base)

@@ -199,13 +199,17 @@ def test_the_prompt_names_the_party_and_only_with_a_roster() -> None:
     doc, chunks = sample()
     client = RecordingClient()
     run_one_lane(with_roster().lane("npcs"), doc, chunks[:1], client=client)
-    user = client.requests[0].user
-    assert "Jester (played by LAURA)" in user and "Yasha (played by ASHLEY)" in user
-    assert "Laura Bailey" not in user  # the label the transcript uses, not the person
+    sent = client.requests[0]
+    lane_text = sent.instructions
+    assert "Jester (played by LAURA)" in lane_text and "Yasha (played by ASHLEY)" in lane_text
+    assert "Laura Bailey" not in lane_text  # the label the transcript uses, not the person
     plain = RecordingClient()
     run_one_lane(complete_pipeline().lane("npcs"), doc, chunks[:1], client=plain)
-    assert "The party" not in plain.requests[0].user
-    assert user.endswith(plain.requests[0].user)  # the same prompt, one line added
+    assert "The party" not in plain.requests[0].user + plain.requests[0].instructions
+    # The same prompt, one line added after the lane's instructions (the shared part, the
+    # chunk, is untouched, so it stays a prefix shared with the other lanes).
+    assert sent.user == plain.requests[0].user
+    assert lane_text.startswith(plain.requests[0].instructions)
 
 
 # ---- checkpoints follow the roster ----

@@ -22,7 +22,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from notarius_dagster.llm._litellm import litellm
 from notarius_dagster.llm.profiles import LLMProfile
 from notarius_dagster.llm.schema_forms import (
     gemini_form,
@@ -88,6 +87,8 @@ class ProviderFamily:
             if known is not None and known.get("supports_response_schema") is False:
                 return "json_object"
             return "json_schema"
+        from notarius_dagster.llm._litellm import litellm
+
         if litellm.supports_response_schema(model=profile.model, custom_llm_provider=None):
             return "json_schema"
         return "json_object"
@@ -157,9 +158,18 @@ def family_of(profile: LLMProfile) -> ProviderFamily:
     return ProviderFamily("other", provider, plain_form)
 
 
+KNOWN_PREFIXES = OPENAI_WIRE | GEMINI | OLLAMA | {"anthropic"}
+
+
 def provider_of(model: str) -> str:
     """litellm's provider for a model string (`anthropic/claude-...` -> `anthropic`); an
-    unknown one is the prefix before the first slash, or `other`."""
+    unknown one is the prefix before the first slash, or `other`. A prefix of the families
+    above is read as written (litellm, seconds of CPU to import, is asked only otherwise)."""
+    prefix = model.split("/", 1)[0] if "/" in model else ""
+    if prefix in KNOWN_PREFIXES:
+        return prefix
+    from notarius_dagster.llm._litellm import litellm
+
     try:
         return str(litellm.get_llm_provider(model=model)[1])
     except Exception:  # litellm raises BadRequestError for a model it cannot route
@@ -167,6 +177,8 @@ def provider_of(model: str) -> str:
 
 
 def _model_info(model: str) -> dict[str, Any] | None:
+    from notarius_dagster.llm._litellm import litellm
+
     try:
         return dict(litellm.get_model_info(model=model))
     except Exception:  # not in litellm's model map
