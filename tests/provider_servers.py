@@ -564,7 +564,9 @@ class ProviderServer:
         self._lock = threading.Lock()
         self._http = _HTTPServer(("127.0.0.1", 0), _Handler)
         self._http.provider = self
-        self._thread = threading.Thread(target=self._http.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._http.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
 
     # -- scripting --
 
@@ -931,9 +933,13 @@ class OpenAIServer(ProviderServer):
         fmt = body.get("response_format")
         prefix = ""
         if isinstance(fmt, Mapping):
-            self._inspect_format(fmt, texts, found)
+            version = (parse_qs(urlsplit(path).query).get("api-version") or [""])[0]
+            self._inspect_format(fmt, texts, found, version)
             if found.schema is not None:
                 prefix = json.dumps(found.schema, separators=(",", ":"))
+        self._inspect_forced_tool(body, found)
+        if body.get("tools"):
+            prefix = json.dumps(body["tools"], separators=(",", ":")) + prefix
         found.cache_text = prefix + "".join(
             f"\n<{m.get('role')}>\n" + "".join(_texts_of_content(m.get("content")))
             for m in messages
@@ -941,7 +947,37 @@ class OpenAIServer(ProviderServer):
         )
         return found
 
-    def _inspect_format(self, fmt: Mapping[str, Any], texts: list[str], found: Inspection) -> None:
+    def _inspect_forced_tool(self, body: Mapping[str, Any], found: Inspection) -> None:
+        """A forced function call (`tool_choice: {type: function, function: {name}}`), which
+        litellm sends instead of `json_schema` where it thinks the model lacks it (Azure before
+        API version 2024-08-01): answered as `tool_calls`, enforced only with `strict: true`
+        (OPENAI_STRUCTURED_OUTPUTS, "function calling")."""
+        choice = body.get("tool_choice")
+        if not (isinstance(choice, Mapping) and choice.get("type") == "function"):
+            return
+        name = (choice.get("function") or {}).get("name")
+        functions = {
+            t["function"].get("name"): t["function"]
+            for t in body.get("tools") or []
+            if isinstance(t, Mapping) and isinstance(t.get("function"), Mapping)
+        }
+        function = functions.get(name)
+        if function is None:
+            found.problems.append(f"Invalid value for 'tool_choice': function '{name}' not found.")
+            return
+        strict = function.get("strict") is True
+        found.tool, found.form = str(name), "tool_call strict" if strict else "tool_call"
+        parameters = function.get("parameters")
+        found.schema = dict(parameters) if isinstance(parameters, Mapping) else None
+        if strict:
+            found.carries_schema = True
+            label = f"Invalid schema for function '{name}': "
+            found.problems.extend(label + p for p in openai_strict_problems(parameters))
+            found.enforced = not found.problems
+
+    def _inspect_format(
+        self, fmt: Mapping[str, Any], texts: list[str], found: Inspection, api_version: str
+    ) -> None:
         kind = fmt.get("type")
         flavour = self.flavour
         if flavour == "lmstudio" and kind not in ("json_schema", "text"):
@@ -955,6 +991,12 @@ class OpenAIServer(ProviderServer):
             found.carries_schema = True
             strict = spec.get("strict") is True
             found.form = "json_schema strict" if strict else "json_schema"
+            if flavour == "azure" and api_version < "2024-08-01":
+                # AZURE_STRUCTURED_OUTPUTS: supported from API version 2024-08-01-preview.
+                found.problems.append(
+                    "response_format value as json_schema is enabled only for api versions "
+                    "2024-08-01-preview and later"
+                )
             if flavour in ("openai", "azure"):
                 name = spec.get("name")
                 if not isinstance(name, str) or not OPENAI_SCHEMA_NAME.match(name):
@@ -999,6 +1041,13 @@ class OpenAIServer(ProviderServer):
         if self.flavour in ("openai", "azure"):
             usage["prompt_tokens_details"] = {"cached_tokens": ex.cached_tokens, "audio_tokens": 0}
             usage["completion_tokens_details"] = {"reasoning_tokens": 0, "audio_tokens": 0}
+        message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
+        if inspection.tool is not None:
+            call = {"name": inspection.tool, "arguments": text}
+            message["content"] = None
+            message["tool_calls"] = [
+                {"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function", "function": call}
+            ]
         return Reply(
             200,
             {
@@ -1009,7 +1058,7 @@ class OpenAIServer(ProviderServer):
                 "choices": [
                     {
                         "index": 0,
-                        "message": {"role": "assistant", "content": text, "refusal": None},
+                        "message": message,
                         "logprobs": None,
                         "finish_reason": "length" if truncated else "stop",
                     }
