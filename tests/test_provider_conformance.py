@@ -45,6 +45,7 @@ from tests.provider_servers import (
     ProviderServer,
     citation_enum,
     citations_in,
+    estimate_tokens,
 )
 
 REPO = Path(__file__).resolve().parent.parent
@@ -146,11 +147,18 @@ def transcript(folder: Path, units: int) -> Path:
     return path
 
 
-def provider_profile(folder: Path, provider: Provider, api_base: str, **llm: Any) -> Path:
+def provider_profile(
+    folder: Path,
+    provider: Provider,
+    api_base: str,
+    chunk: dict[str, Any] | None = None,
+    **llm: Any,
+) -> Path:
     """configs/dnd-complete.yaml with one LLM profile: the provider's model string at the
     server, the key from KEY_ENV (`llm` adds or overrides profile fields; a value None drops
-    the field)."""
+    the field; `chunk` overrides chunker options)."""
     config = yaml.safe_load(COMPLETE.read_text())
+    config["pipeline"]["chunk"]["options"].update(chunk or {})
     config["pipeline"]["llm_profile"] = provider.profile_name
     fields: dict[str, Any] = {
         "model": provider.model,
@@ -198,6 +206,7 @@ def run_against(
     lanes: list[str] | None = None,
     prepare: Callable[[ProviderServer], object] = lambda server: None,
     server_options: dict[str, Any] | None = None,
+    chunk: dict[str, Any] | None = None,
     **llm: Any,
 ) -> Run:
     """Run the complete profile (or `lanes` of it) on the first `units` sample lines against a
@@ -206,7 +215,7 @@ def run_against(
     register_transcript(data / "transcripts", SESSION, transcript(folder, units))
     with provider.server(**(server_options or {})) as server:
         prepare(server)
-        profile = provider_profile(folder / "profile", provider, server.api_base, **llm)
+        profile = provider_profile(folder / "profile", provider, server.api_base, chunk, **llm)
         try:
             outcome = run_session(
                 session_id=SESSION,
@@ -516,6 +525,31 @@ def test_ollama_params_reach_the_server(tmp_path: Path, instance: DagsterInstanc
     assert run.server.requests
     assert {r.body.get("options", {}).get("num_ctx") for r in run.server.requests} == {8192}
     assert not any(r.prompt_truncated for r in run.server.requests)
+
+
+def test_ollama_gets_a_context_window_that_holds_the_request(
+    tmp_path: Path, instance: DagsterInstance
+) -> None:
+    """Ollama cuts a prompt longer than its context window (4,096 tokens unless the request
+    says `num_ctx`) without an error: a 200-unit chunk (about 8,000 tokens) must go with a
+    `num_ctx` that holds it, or the model never sees most of the chunk."""
+    run = run_against(
+        tmp_path,
+        instance,
+        BY_ID["ollama"],
+        units=200,
+        lanes=["npcs"],
+        chunk={"min_units": 200, "max_units": 200, "max_chars": 100_000},
+    )
+    assert run.outcome.success, run.outcome.error
+    requests = run.server.requests
+    assert requests and max(estimate_tokens("".join(r.texts)) for r in requests) > 4096
+    cut = [
+        (r.body.get("options", {}).get("num_ctx"), estimate_tokens("".join(r.texts)))
+        for r in requests
+        if r.prompt_truncated
+    ]
+    assert cut == [], "prompts Ollama cut: (num_ctx sent, prompt tokens)"
 
 
 @pytest.mark.parametrize("provider_id", ["lmstudio", "ollama"])
