@@ -26,12 +26,14 @@ so a value outside an `enum` cannot come out. `tempt=True` makes the double's ow
 cite one unit outside the chunk (the id after the chunk's last one): on an enforced request
 the enum stops it, on any other it reaches the client, as a real model's slip would.
 
-Use as a context manager: `with OpenAIServer() as server: server.api_base`. Token counts are
-estimates (4 bytes a token), never a tokenizer's."""
+Error bodies have each provider's documented shape (cited at each); their message texts are
+the provider's own where its documentation, its SDK or a public bug report quotes them (cited),
+else a plain description. Token counts are estimates (4 bytes a token), never a tokenizer's.
+
+Use as a context manager: `with OpenAIServer() as server: server.api_base`."""
 
 from __future__ import annotations
 
-import copy
 import json
 import re
 import threading
@@ -63,6 +65,7 @@ VLLM_STRUCTURED_OUTPUTS = "https://docs.vllm.ai/en/latest/features/structured_ou
 VLLM_PROTOCOL = "https://github.com/vllm-project/vllm/blob/main/vllm/entrypoints/openai/protocol.py"
 LMSTUDIO_STRUCTURED_OUTPUT = "https://lmstudio.ai/docs/api/structured-output"
 LMSTUDIO_JSON_OBJECT_REFUSED = "https://github.com/lmstudio-ai/lmstudio-bug-tracker/issues/189"
+"""LM Studio's maintainers' tracker: its 400 for `json_object` is `{"error": "<a string>"}`."""
 LLAMACPP_SERVER = "https://github.com/ggml-org/llama.cpp/blob/master/tools/server/README.md"
 ANTHROPIC_STRUCTURED_OUTPUTS = (
     "https://platform.claude.com/docs/en/build-with-claude/structured-outputs"
@@ -206,15 +209,6 @@ def is_object(node: Any) -> bool:
     return isinstance(node, Mapping) and (
         "object" in types_of(node) or ("type" not in node and "properties" in node)
     )
-
-
-def keywords_in(schema: Mapping[str, Any]) -> set[str]:
-    """Every keyword used anywhere in `schema` (property names are not keywords)."""
-    found: set[str] = set()
-    for _, node in schema_nodes(schema):
-        if isinstance(node, Mapping):
-            found.update(str(k) for k in node)
-    return found
 
 
 def citation_enum(root: Mapping[str, Any]) -> list[int] | None:
@@ -481,7 +475,7 @@ class Inspection:
     cache_text: str = ""
     breakpoints: list[int] = field(default_factory=list)
     carries_schema: bool = False  # the schema sits in the provider's structured-output slot
-    tool: str | None = None  # Anthropic: the forced tool's name (answer as tool_use)
+    tool: str | None = None  # a forced tool (Anthropic tool_use, OpenAI tool_calls)
     context_tokens: int | None = None  # Ollama: num_ctx
 
 
@@ -1260,7 +1254,7 @@ ANTHROPIC_FORMATS = frozenset(
 )
 ANTHROPIC_MAX_OPTIONAL = 24
 ANTHROPIC_MAX_UNIONS = 16
-ANTHROPIC_GRAMMAR_TOO_LARGE = (
+ANTHROPIC_GRAMMAR_TOO_LARGE = (  # github.com/anthropics/anthropic-sdk-python/issues/1185
     "The compiled grammar is too large, which would cause performance issues. Simplify your "
     "tool schemas or reduce the number of strict tools."
 )
@@ -1582,7 +1576,7 @@ GEMINI_SCHEMA_FIELDS = frozenset(
         "maximum",
     }
 )
-GEMINI_TOO_COMPLEX = (
+GEMINI_TOO_COMPLEX = (  # GEMINI_STRUCTURED_OUTPUT: a complex schema can give a 400
     "The specified schema produces a constraint that has too many states for serving.  Typical "
     "causes of this error are schemas with lots of text (for example, very long property or "
     "enum names), schemas with long array length limits (especially when nested), or schemas "
@@ -1952,5 +1946,5 @@ def citations_in(answer: Any) -> list[int]:
                 for v in value:
                     walk(v, key)
 
-    walk(copy.deepcopy(answer), None)
+    walk(answer, None)
     return found
