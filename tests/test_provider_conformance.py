@@ -476,8 +476,9 @@ def test_missing_credentials_fail_before_any_request(
     tmp_path: Path, instance: DagsterInstance, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """LM Studio needs no key, but litellm's OpenAI route insists on one: a profile without
-    `api_key_env` and no OPENAI_API_KEY is refused before anything is sent, naming the profile,
-    the model and the variable, in under 2 s (today: "Missing credentials" retried ~80 s)."""
+    `api_key_env` and no OPENAI_API_KEY is refused before anything runs (no run, no
+    partition, no request), naming the profile, the model and the variable (today: "Missing
+    credentials" retried in 3 step attempts, ~80 s with the default backoff)."""
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     provider = BY_ID["lmstudio"]
     started = time.monotonic()
@@ -488,6 +489,8 @@ def test_missing_credentials_fail_before_any_request(
     assert provider.profile_name in error and provider.model in error, error
     assert "OPENAI_API_KEY" in error
     assert time.monotonic() - started < 30  # a run of its own, not ~80 s of retries
+    assert instance.get_runs() == []  # checked before the run: no run, no partition
+    assert instance.get_dynamic_partitions("sessions") == []
 
 
 # ---- the profile's tiers and pass-through

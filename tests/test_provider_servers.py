@@ -7,7 +7,6 @@ passing conformance test could mean a lenient server rather than a conforming cl
 from __future__ import annotations
 
 import json
-import os
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -15,12 +14,10 @@ from typing import Any
 
 import pytest
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-
-from notarius_dagster.dnd.llm_extract import constrain_citations  # noqa: E402
-from notarius_dagster.engine import lanes  # noqa: E402
-from notarius_dagster.llm._litellm import litellm  # noqa: E402
-from tests.provider_servers import (  # noqa: E402
+from notarius_dagster.dnd.llm_extract import constrain_citations
+from notarius_dagster.engine import lanes
+from notarius_dagster.llm._litellm import litellm
+from tests.provider_servers import (
     AnthropicServer,
     Fault,
     GeminiServer,
