@@ -170,6 +170,12 @@ def run_session(
     if parallel and (instance is None or not instance.is_ephemeral):
         start_forkserver(job_arguments)  # kept if `notarius run` started it already
     plan = run_pipeline(settings, lanes=lanes)
+    # A model that cannot be called (no key, no provider package) stops the run here: no
+    # partition, no run (notarius_dagster/llm/preflight.py).
+    from notarius_dagster.llm.preflight import check_ready
+    from notarius_dagster.llm.profiles import LLMProfile
+
+    check_ready(LLMProfile.model_validate(plan.pipeline.llm_profile))
     overrides = RuntimeOverrides(
         references={b.selector: b.path for b in runtime_references},
         unbind=tuple(runtime_unbinds),

@@ -9,6 +9,7 @@ untrusted (it may quote the prompt), so what is kept of it goes through
 from __future__ import annotations
 
 import email.utils
+import json
 import re
 import time
 from collections.abc import Sequence
@@ -37,9 +38,16 @@ _REFUSAL_WORDS = (
     "output_format",
     "response_mime_type",
     "responsemimetype",
+    "grammar",
+    "xgrammar",
+    "too many states",
 )
 """A 400 naming one of these refuses the structured-output request itself (the schema or the
-response format), not the prompt: the ladder steps down instead of failing."""
+response format), not the prompt: the ladder steps down instead of failing. Besides the words
+of OpenAI ("Invalid schema for response_format"), Ollama ("invalid JSON schema in format") and
+LM Studio ("'response_format.type' must be ..."), a schema too large to compile is refused by
+Anthropic ("The compiled grammar is too large"), Gemini ("too many states for serving") and
+vLLM ("not supported by xgrammar")."""
 
 _SETUP_PHRASES = (
     "missing credentials",
@@ -59,6 +67,18 @@ package, no cloud credentials, a model string litellm cannot route. Retrying cha
 _RETRY_DELAY = re.compile(r"""["']?retryDelay["']?\s*:\s*["'](\d+(?:\.\d+)?)s["']""")
 
 
+def error_text(exc: BaseException) -> str:
+    """The exception's text, and the provider's error body where litellm kept it apart (LM
+    Studio's reason is only in `exc.body`; the text says just "Error code: 400")."""
+    text = str(exc)
+    body = getattr(exc, "body", None)
+    if body:
+        extra = json.dumps(body, ensure_ascii=False) if not isinstance(body, str) else body
+        if extra not in text:
+            text = f"{text} {extra}"
+    return text
+
+
 def failure_kind(exc: BaseException) -> FailureKind:
     """Classify one failed call."""
     chain = causes(exc)
@@ -66,7 +86,7 @@ def failure_kind(exc: BaseException) -> FailureKind:
         return "permanent"
     status = getattr(exc, "status_code", None)
     if status in (400, 422) or isinstance(exc, openai.BadRequestError):
-        text = str(exc).lower()
+        text = error_text(exc).lower()
         return "refusal" if any(word in text for word in _REFUSAL_WORDS) else "permanent"
     if isinstance(
         exc,
@@ -131,7 +151,7 @@ def refusal_reason(exc: BaseException, sent: Sequence[str], secrets: Sequence[st
     """The provider's reason for refusing our schema or response format: it is about our
     schema, not the user's text, so it is shown, once it is shown not to quote anything that
     was sent (`engine/redaction.provider_reason`)."""
-    return provider_reason(redact_secrets(str(exc), secrets), sent)
+    return provider_reason(redact_secrets(error_text(exc), secrets), sent)
 
 
 def provider_error(
@@ -153,7 +173,7 @@ def provider_error(
     (`engine/redaction.py: safe_summary`). The key that was sent, and anything shaped like a
     credential, is redacted from the result; the model and profile names are not secrets."""
     kind = kind or failure_kind(exc)
-    raw = redact_secrets(str(exc), (api_key,))
+    raw = redact_secrets(error_text(exc), (api_key,))
     chain = causes(exc)
     parts = [type(exc).__name__]
     if any(isinstance(c, openai.APITimeoutError | TimeoutError) for c in chain):
