@@ -87,3 +87,15 @@ def open_instance() -> Any:
             f"cannot open the Dagster instance at DAGSTER_HOME={home}: "
             f"{type(exc).__name__}: {first_line}\nhint: {hint}"
         ) from None
+
+
+def plain(value: object) -> Any:
+    """`value` as rich text that is printed as written: never read as markup (a name such as
+    `[link=http://...]` or a stray `[/b]` is text, not a hyperlink or a crash) and with every
+    control character shown as U+FFFD (no escape sequence reaches the terminal). For anything
+    printed through rich that did not come from this program's own strings: names from the
+    transcript or a model, file names, paths, keys of a user's file."""
+    from rich.text import Text
+
+    text = str(value)
+    return Text("".join(ch if ch.isprintable() or ch == " " else "\ufffd" for ch in text))

@@ -8,7 +8,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from notarius_dagster.cli_common import EXIT_OK, EXIT_USAGE, CommandError, add_command
+from notarius_dagster.cli_common import EXIT_OK, EXIT_USAGE, CommandError, add_command, plain
 
 
 def _pct(value: float | None) -> str:
@@ -18,11 +18,13 @@ def _pct(value: float | None) -> str:
 def print_report(report: Any) -> None:
     """The report as a rich table: one row per lane, then the micro-averaged totals."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = Console(width=140)
     console.print(
-        f"[bold]session[/bold] {report.session_id} against gold {report.gold_session_id}"
+        f"[bold]session[/bold] {escape(report.session_id)} against gold "
+        f"{escape(report.gold_session_id)}"
         + ("" if report.source_checked else " (source digest not checked: the gold has none)")
     )
     table = Table(
@@ -62,7 +64,7 @@ def print_report(report: Any) -> None:
     rows.append(("total (micro)", f"{len(report.totals.lanes)} gold lane(s)", report.totals))
     for index, (name, status, row) in enumerate(rows):
         table.add_row(
-            name,
+            plain(name),  # a lane id from the gold file
             status,
             str(row.predicted),
             str(row.gold),

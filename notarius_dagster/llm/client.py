@@ -32,6 +32,7 @@ from notarius_dagster.engine.llm_contract import (
 )
 from notarius_dagster.engine.redaction import provider_fields, redact_secrets, safe_summary
 from notarius_dagster.llm._litellm import litellm
+from notarius_dagster.llm.answers import require_choices, without_sent_secrets
 from notarius_dagster.llm.profiles import LLMProfile
 from notarius_dagster.llm.structured import (
     check_answer,
@@ -205,7 +206,8 @@ class LiteLLMClient:
                     api_key=api_key,
                     timeout_s=profile.timeout_s,
                 ) from None
-            return _answer_of(response)
+            require_choices(response, profile.model)  # llm/answers.py: no IndexError, no key
+            return without_sent_secrets(_answer_of(response), api_key, self._api_base)
         raise AssertionError("unreachable: the retry loop returns or raises")
 
     def _backoff(self, attempt: int) -> float:
