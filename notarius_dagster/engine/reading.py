@@ -81,7 +81,9 @@ def read_bounded(path: Path, limit: int, *, name: str | None = None, allowed: st
     finally:
         os.close(fd)
     if len(raw) > limit:
-        raise FileRefused(f"file {shown!r} grew to over {limit} bytes while it was read; {allowed}")
+        raise FileRefused(
+            f"file {shown!r} is over {limit} bytes (it grew while it was read); {allowed}"
+        )
     return raw
 
 
