@@ -89,6 +89,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from notarius_dagster.engine.errors import NotariusError
     from notarius_dagster.engine.evaluation import evaluate
     from notarius_dagster.engine.lanes import registered_match_fields
+    from notarius_dagster.engine.reading import path_problem
 
     bundle, gold = Path(args.bundle), Path(args.gold)
     if not bundle.is_dir():
@@ -97,8 +98,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
             "e.g. BUNDLES/<session-id>)",
             EXIT_USAGE,
         )
-    if not gold.is_file():
-        raise CommandError(f"gold {gold.name!r} not found", EXIT_USAGE)
+    problem = path_problem(gold)  # a folder, a FIFO or /dev/zero is said as such
+    if problem is not None:
+        raise CommandError(f"gold: {problem}", EXIT_USAGE)
     try:
         load_lanes()  # each lane declares what the evaluation matches its records on
         report = evaluate(bundle, gold, registered_match_fields())

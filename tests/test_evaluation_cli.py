@@ -96,7 +96,7 @@ def test_eval_json_is_the_report_model_with_the_same_numbers(bundle: Path, tmp_p
 
 def test_eval_refuses_missing_files_as_usage_errors(bundle: Path, tmp_path: Path) -> None:
     done = notarius(tmp_path, "eval", str(bundle), "--gold", str(tmp_path / "nope.json"))
-    assert done.returncode == 2 and "gold 'nope.json' not found" in done.stderr
+    assert done.returncode == 2 and "gold: file 'nope.json' not found" in done.stderr
     done = notarius(tmp_path, "eval", str(tmp_path / "no-bundle"), "--gold", str(GOLD))
     assert done.returncode == 2 and "bundle 'no-bundle' is not a folder" in done.stderr
     done = notarius(tmp_path, "eval", str(bundle))
