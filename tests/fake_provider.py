@@ -14,7 +14,8 @@ Modes:
 - `hang`: accept the request and never answer (until the server stops);
 - `reset`: read the request, then close the socket with a TCP reset;
 - `trickle`: answer 200 with a content-length, then send the body one byte every
-  `trickle_s` seconds (so a per-read timeout longer than that never fires);
+  `trickle_s` seconds (so a per-read timeout longer than that never fires), a body padded
+  with a megabyte of blanks so that it never ends while a test waits;
 - `empty-choices`: a well-formed HTTP 200 chat completion whose `choices` list is empty;
 - `script`: 200 with the content `responder(request, headers)` returns (a dict, sent as JSON
   text): the test decides what the "model" answers, from what it received.
@@ -163,7 +164,9 @@ class _Handler(BaseHTTPRequestHandler):
         )
 
     def _trickle(self, payload: dict[str, Any]) -> None:
-        data = json.dumps(payload).encode()
+        # The JSON, then a megabyte of blanks (still valid JSON): at one byte per `trickle_s`
+        # the body never ends within any test's patience.
+        data = json.dumps(payload).encode() + b" " * 1_000_000
         self.send_response(200)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(data)))
