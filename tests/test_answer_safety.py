@@ -17,7 +17,7 @@ import pytest
 
 from notarius_dagster.engine.errors import LLMError
 from notarius_dagster.engine.llm_contract import StructuredRequest
-from notarius_dagster.engine.redaction import REDACTED, redact_sent, sent_secrets
+from notarius_dagster.engine.redaction import REDACTED
 from notarius_dagster.llm.client import LiteLLMClient
 from notarius_dagster.llm.profiles import LLMProfile
 from tests.fake_provider import FakeProvider
@@ -123,6 +123,8 @@ def test_an_answer_without_any_choice_is_a_provider_error(
 def test_the_secrets_a_request_carries(
     api_key: str | None, api_base: str | None, secrets: set[str]
 ) -> None:
+    from notarius_dagster.engine.redaction import sent_secrets
+
     found = set(sent_secrets(api_key, api_base))
     assert secrets <= found
     assert not {"me", "host", "k1"} & found  # the user alone, the host; `k1` is too short
@@ -130,6 +132,8 @@ def test_the_secrets_a_request_carries(
 
 def test_only_the_exact_secrets_are_redacted_from_an_answer() -> None:
     """In any letter case and JSON-escaped; a long id from a transcript is no secret."""
+    from notarius_dagster.engine.redaction import redact_sent
+
     secret = 'sk-a/b"c123'
     answer = json.dumps({"d": f"Key {secret} / {secret.upper()}; id 9f3a7c2e1b4d6f8a0c2e4b6d"})
     redacted = redact_sent(answer, (secret,))
