@@ -471,7 +471,7 @@ def take_inbox(
         readded=scan.readded & {t.session_id for t in taken},
         log=tuple(log),
         cursor=InboxCursor(seen=seen, resume_after=scan.cursor.resume_after),
-        summary=_summary(scan),
+        summary=_summary(scan, waiting=len(scan.changed) - len(taken)),
     )
 
 
@@ -482,8 +482,16 @@ def _busy(session: str) -> str:
     )
 
 
-def _summary(scan: InboxScan) -> str:
-    parts = [f"no new or changed transcripts ({scan.unchanged} unchanged"]
+def _summary(scan: InboxScan, waiting: int = 0) -> str:
+    """Why nothing was taken; `waiting`: new or changed transcripts not taken this time (their
+    session busy, or the store not writable), each with its reason in the tick's log."""
+    if waiting:
+        parts = [f"no transcripts taken ({waiting} new or changed waiting, {scan.unchanged} "]
+        parts.append("unchanged")
+    else:
+        parts = [f"no new or changed transcripts ({scan.unchanged} unchanged"]
     if scan.skipped:
-        parts.append(f", {len(scan.skipped)} skipped: see the tick's log")
+        parts.append(f", {len(scan.skipped)} skipped")
+    if waiting or scan.skipped:
+        parts.append(": see the tick's log")
     return "".join(parts) + ")"

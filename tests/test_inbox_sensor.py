@@ -270,6 +270,9 @@ def test_the_transcript_of_a_session_with_a_run_in_progress_is_not_replaced(
     drop(store.inbox, "s1.jsonl", edited)
     waiting = ticker.tick()
     assert not waiting.run_requests
+    assert skip_message(waiting) == (
+        "no transcripts taken (1 new or changed waiting, 0 unchanged: see the tick's log)"
+    )
     assert (store.transcripts / "s1.jsonl").read_text() == first
     assert any("'s1.jsonl'" in line and "run queued or in progress" in line for line in ticker.log)
     instance.report_run_failed(run)
