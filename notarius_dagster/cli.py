@@ -28,7 +28,7 @@ from notarius_dagster.cli_common import (
 )
 from notarius_dagster.cli_eval import add_eval_parser
 from notarius_dagster.cli_report import add_report_parser
-from notarius_dagster.store import session_lock, store_paths
+from notarius_dagster.store import store_paths
 
 SESSIONS_AT_ONCE = 4
 """Default of `notarius run --jobs`: sessions in flight at once when several are given."""
@@ -141,7 +141,7 @@ def _run_one(
     from notarius_dagster.engine.resolution import RuntimeBinding
     from notarius_dagster.engine.session_ids import session_id_from_filename, validate_session_id
     from notarius_dagster.engine.transcripts import check_same_source, register_transcript
-    from notarius_dagster.run_guard import guard_session_run
+    from notarius_dagster.run_guard import session_start
     from notarius_dagster.run_summary import print_summary
     from notarius_dagster.runner import run_session
 
@@ -162,8 +162,7 @@ def _run_one(
         limits = load_profile(Path(args.config)).pipeline.limits  # checked before any copy
         # One transaction per session start, under the session's lock: the busy check, the
         # transcript registration and the run (notarius_dagster/run_guard.py).
-        hold.enter_context(session_lock(store, session_id, doing="start a run of it"))
-        guard_session_run(session_id)
+        hold.enter_context(session_start(store, session_id))
         register_transcript(
             store.transcripts, session_id, path, max_bytes=limits.max_transcript_bytes
         )

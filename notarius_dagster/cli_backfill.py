@@ -55,8 +55,12 @@ def stale_backfill(
     check to its run's end, as `notarius run` does."""
     from assets.jobs import SESSION_JOB_NAME
     from assets.staleness import find_stale
-    from notarius_dagster.run_guard import SessionBusyError, cli_run_tags, guard_session_run
-    from notarius_dagster.store import session_lock
+    from notarius_dagster.run_guard import (
+        SessionBusyError,
+        cli_run_tags,
+        guard_session_run,
+        session_start,
+    )
 
     specs = defs.resolve_all_asset_specs()
     plan = find_stale(instance, specs)
@@ -76,10 +80,11 @@ def stale_backfill(
     failed = []
     for partition in sorted(plan.to_run):
         hold = contextlib.ExitStack()
-        try:
+        try:  # one writer per session; with the store, one transaction per start
             if store is not None:
-                hold.enter_context(session_lock(store, partition, doing="re-run it"))
-            guard_session_run(partition, instance)  # one writer per session
+                hold.enter_context(session_start(store, partition, instance))
+            else:
+                guard_session_run(partition, instance)
         except SessionBusyError as exc:
             hold.close()
             print(f"{partition}: not run: {exc}", file=out)

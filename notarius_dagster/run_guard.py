@@ -17,12 +17,15 @@ refusal. The publication lock (engine/bundle.py) is the last line of defence."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
+from collections.abc import Iterator
 
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
 from notarius_dagster.store import SessionBusyError as SessionBusyError  # re-export
+from notarius_dagster.store import StorePaths, session_lock
 
 SESSION_TAG = "notarius/session"
 CLI_PID_TAG = "notarius/cli-pid"
@@ -95,6 +98,25 @@ def guard_session_run(session_id: str, instance: DagsterInstance | None = None) 
         return
     fail_orphaned_cli_runs(instance)
     refuse_if_busy(instance, session_id, "run again")
+
+
+@contextlib.contextmanager
+def session_start(
+    store: StorePaths, session_id: str, instance: DagsterInstance | None = None
+) -> Iterator[None]:
+    """One transaction per session start: hold the session's lock (`store.py: session_lock`),
+    then make `guard_session_run`'s checks; the caller registers the transcript and runs the
+    session inside the block, and the lock is released when it ends. Refused when another
+    command holds the lock, naming the run in progress when one is recorded (the lock's own
+    message, naming the holder's pid, otherwise)."""
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(session_lock(store, session_id, doing="start a run of it"))
+        except SessionBusyError:
+            guard_session_run(session_id, instance)  # names the run when one is recorded
+            raise
+        guard_session_run(session_id, instance)
+        yield
 
 
 def refuse_if_busy(instance: DagsterInstance, session_id: str, then: str) -> None:
