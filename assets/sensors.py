@@ -30,7 +30,8 @@ from assets.partitions import sessions_partitions
 from assets.run_tags import SESSION_TAG
 from notarius_dagster.engine.inputs import EXTENSION_FORMATS
 from notarius_dagster.inbox import InboxCursor, InboxLimits, InboxTranscript, take_inbox
-from notarius_dagster.store import StorePaths
+from notarius_dagster.run_guard import sessions_in_progress
+from notarius_dagster.store import StorePaths, session_lock
 
 INBOX_SENSOR_NAME = "inbox_sensor"
 _MAX_REVISIONS = 100
@@ -109,6 +110,8 @@ def build_inbox_sensor(
             InboxCursor.from_json(context.cursor),
             limits,
             partitions=set(partitions),
+            busy=sessions_in_progress(context.instance),
+            lock=lambda session: session_lock(store, session, doing="replace its transcript"),
         )
         for line in intake.log:
             (context.log.info if line.level == "info" else context.log.warning)(line.message)

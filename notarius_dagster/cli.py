@@ -4,6 +4,7 @@ and the sensor, on the instance under DAGSTER_HOME (the embedded SQLite one by d
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -41,9 +42,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.session_id and len(paths) > 1:
         print("error: --session-id names one session; give one transcript", file=sys.stderr)
         return EXIT_USAGE
+    from notarius_dagster.engine.reading import path_problem
+
     for path in paths:
-        if not path.is_file():
-            print(f"error: transcript {path.name!r} not found", file=sys.stderr)
+        problem = path_problem(path)  # a folder, a FIFO or /dev/zero is said as such
+        if problem is not None:
+            print(f"error: transcript: {problem}", file=sys.stderr)
             return EXIT_USAGE
     llm_problem = _llm_not_ready(args)
     if llm_problem is not None:  # before any partition, transcript copy or run exists
@@ -153,12 +157,13 @@ def _run_one(
     """One session: register its transcript, run what is not up to date, print its summary.
     Several sessions at once show errors only (`progress_level` ERROR): their step-by-step
     progress lines would interleave."""
+    from notarius_dagster.engine.config import load_profile
     from notarius_dagster.engine.errors import NotariusError, SessionIdError
     from notarius_dagster.engine.redaction import redact_secrets
     from notarius_dagster.engine.resolution import RuntimeBinding
     from notarius_dagster.engine.session_ids import session_id_from_filename, validate_session_id
     from notarius_dagster.engine.transcripts import check_same_source, register_transcript
-    from notarius_dagster.run_guard import guard_session_run
+    from notarius_dagster.run_guard import session_start
     from notarius_dagster.run_summary import print_summary
     from notarius_dagster.runner import run_session
 
@@ -173,10 +178,16 @@ def _run_one(
     except SessionIdError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    hold = contextlib.ExitStack()  # the session's lock, released when the run has ended
     try:
         ensure_dagster_home()
-        guard_session_run(session_id)  # one writer per session (notarius_dagster/run_guard.py)
-        register_transcript(store.transcripts, session_id, path)
+        limits = load_profile(Path(args.config)).pipeline.limits  # checked before any copy
+        # One transaction per session start, under the session's lock: the busy check, the
+        # transcript registration and the run (notarius_dagster/run_guard.py).
+        hold.enter_context(session_start(store, session_id))
+        register_transcript(
+            store.transcripts, session_id, path, max_bytes=limits.max_transcript_bytes
+        )
         refs = [
             RuntimeBinding(selector=s, path=p)
             for s, _, p in (r.partition("=") for r in args.reference)
@@ -201,6 +212,8 @@ def _run_one(
     except NotariusError as exc:
         print(f"error: {redact_secrets(str(exc))}", file=sys.stderr)
         return EXIT_FAILED
+    finally:
+        hold.close()
     if not outcome.success:
         print(f"error: run {outcome.run_id} failed: {outcome.error}", file=sys.stderr)
         return EXIT_FAILED
@@ -330,7 +343,7 @@ def _session_id(given: str | None, *, transcript: Path | None = None) -> str:
     from notarius_dagster.engine.session_ids import session_id_from_filename, validate_session_id
 
     try:
-        if given or transcript is None:
+        if given is not None or transcript is None:  # `--session-id ""` is no id: refused
             return validate_session_id(given or "")
         return session_id_from_filename(transcript.name)
     except SessionIdError as exc:
@@ -342,11 +355,13 @@ def cmd_sessions_add(args: argparse.Namespace) -> int:
     --session-id), add its partition and record the transcript on the instance. Nothing runs:
     the automation sensor, the UI or `notarius run` materialize it."""
     from notarius_dagster.engine.errors import NotariusError
+    from notarius_dagster.engine.reading import path_problem
     from notarius_dagster.sessions import add_session
 
     path = Path(args.path)
-    if not path.is_file():
-        raise CommandError(f"transcript {path.name!r} not found", EXIT_USAGE)
+    problem = path_problem(path)
+    if problem is not None:
+        raise CommandError(f"transcript: {problem}", EXIT_USAGE)
     session_id = _session_id(args.session_id, transcript=path)
     with open_instance() as instance:
         try:

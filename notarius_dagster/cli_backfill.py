@@ -10,6 +10,7 @@ API). With the daemon running, the automation sensor (assets/automation.py) re-r
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -41,13 +42,25 @@ def add_backfill_parser(sub: Any) -> None:
 
 
 def stale_backfill(
-    *, instance: Any, defs: Any, in_process: bool = True, dry_run: bool, out: Any = sys.stderr
+    *,
+    instance: Any,
+    defs: Any,
+    in_process: bool = True,
+    dry_run: bool,
+    out: Any = sys.stderr,
+    store: Any = None,
 ) -> int:
     """Shared by the command and the tests. `in_process` is kept for callers; every re-run
-    happens in this process."""
+    happens in this process, holding the session's lock in `store` (when given) from its busy
+    check to its run's end, as `notarius run` does."""
     from assets.jobs import SESSION_JOB_NAME
     from assets.staleness import find_stale
-    from notarius_dagster.run_guard import SessionBusyError, cli_run_tags, guard_session_run
+    from notarius_dagster.run_guard import (
+        SessionBusyError,
+        cli_run_tags,
+        guard_session_run,
+        session_start,
+    )
 
     specs = defs.resolve_all_asset_specs()
     plan = find_stale(instance, specs)
@@ -66,20 +79,26 @@ def stale_backfill(
     job_tags = dict(job.tags)
     failed = []
     for partition in sorted(plan.to_run):
-        try:
-            guard_session_run(partition, instance)  # one writer per session
+        hold = contextlib.ExitStack()
+        try:  # one writer per session; with the store, one transaction per start
+            if store is not None:
+                hold.enter_context(session_start(store, partition, instance))
+            else:
+                guard_session_run(partition, instance)
         except SessionBusyError as exc:
+            hold.close()
             print(f"{partition}: not run: {exc}", file=out)
             failed.append(partition)
             continue
-        result = job.execute_in_process(
-            instance=instance,
-            partition_key=partition,
-            raise_on_error=False,
-            asset_selection=sorted(plan.to_run[partition], key=lambda k: k.to_user_string()),
-            run_config={"loggers": {"progress": {"config": {"log_level": "INFO"}}}},
-            tags={**job_tags, **cli_run_tags(partition), STALE_RERUN_TAG: "true"},
-        )
+        with hold:
+            result = job.execute_in_process(
+                instance=instance,
+                partition_key=partition,
+                raise_on_error=False,
+                asset_selection=sorted(plan.to_run[partition], key=lambda k: k.to_user_string()),
+                run_config={"loggers": {"progress": {"config": {"log_level": "INFO"}}}},
+                tags={**job_tags, **cli_run_tags(partition), STALE_RERUN_TAG: "true"},
+            )
         status = "succeeded" if result.success else "FAILED"
         print(f"{partition}: run {result.run_id} {status}", file=out)
         if not result.success:
@@ -106,5 +125,9 @@ def cmd_backfill(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILED
     return stale_backfill(
-        instance=DagsterInstance.get(), defs=defs, in_process=args.in_process, dry_run=args.dry_run
+        instance=DagsterInstance.get(),
+        defs=defs,
+        in_process=args.in_process,
+        dry_run=args.dry_run,
+        store=settings.store,
     )

@@ -17,6 +17,7 @@ from notarius_dagster.cli_common import (
     add_command,
     add_store_options,
     bundles_root,
+    plain,
 )
 
 if TYPE_CHECKING:
@@ -38,11 +39,11 @@ def _table(title: str, columns: Sequence[str], rows: Iterable[Sequence[str]]) ->
     """One rich table of the codex: a title, its column headers and its rows of text."""
     from rich.table import Table
 
-    table = Table(title=title)
+    table = Table(title=plain(title))
     for column in columns:
         table.add_column(column)
     for row in rows:
-        table.add_row(*row)
+        table.add_row(*(plain(cell) for cell in row))  # names are transcript text: no markup
     return table
 
 
@@ -153,14 +154,15 @@ def cmd_campaign_show(args: argparse.Namespace) -> int:
             console.print(_npc_history(npc))
             for m in npc.merges:
                 console.print(
-                    f"  merged {m.session} {m.npc_id} -> {m.to_session} "
-                    f"{m.to_npc_id}: {m.reason} ({m.key})",
-                    markup=False,
+                    plain(
+                        f"  merged {m.session} {m.npc_id} -> {m.to_session} "
+                        f"{m.to_npc_id}: {m.reason} ({m.key})"
+                    )
                 )
         return EXIT_OK
     for table in _codex_tables(codex):
         console.print(table)
-    console.print(f"page: {page_path(bundles, codex.campaign)}", markup=False)
+    console.print(plain(f"page: {page_path(bundles, codex.campaign)}"))
     return EXIT_OK
 
 

@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import os
-import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from notarius_dagster.engine.files import write_atomically
 from notarius_dagster.store import REPO_ROOT, store_paths
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -55,14 +57,53 @@ def bundles_root(args: argparse.Namespace) -> Path:
     return store_paths(data=args.data, bundles=args.bundles).bundles
 
 
+INSTANCE_READY = ".notarius-instance-ready"
+"""Written in DAGSTER_HOME once the instance's storage exists (see `create_instance_once`)."""
+
+
 def ensure_dagster_home() -> Path:
-    """Use DAGSTER_HOME, or ./var/dagster-home with the repository's dagster.yaml."""
+    """Use DAGSTER_HOME, or ./var/dagster-home with the repository's dagster.yaml; the instance
+    is created there once, safely, by whichever command comes first."""
     home = Path(os.environ.get("DAGSTER_HOME") or REPO_ROOT / "var" / "dagster-home").resolve()
     home.mkdir(parents=True, exist_ok=True)
     if not (home / "dagster.yaml").exists() and (REPO_ROOT / "dagster.yaml").exists():
-        shutil.copyfile(REPO_ROOT / "dagster.yaml", home / "dagster.yaml")
+        with _home_lock(home):  # two first commands must not both write it
+            if not (home / "dagster.yaml").exists():
+                write_atomically(home / "dagster.yaml", (REPO_ROOT / "dagster.yaml").read_bytes())
     os.environ["DAGSTER_HOME"] = str(home)
+    create_instance_once(home)
     return home
+
+
+@contextlib.contextmanager
+def _home_lock(home: Path) -> Iterator[None]:
+    """An exclusive lock on DAGSTER_HOME, waited for (creating an instance takes a second)."""
+    fd = os.open(home / ".notarius-home.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def create_instance_once(home: Path) -> None:
+    """Create the instance's storage (its tables) once, under a lock on DAGSTER_HOME: three
+    first commands started at once on a fresh home otherwise race to create the SQLite tables
+    and one dies with `table runs already exists`. Later commands see the marker and skip
+    this. If the instance cannot be opened, nothing is marked: the command's own open says
+    why (`open_instance`)."""
+    if (home / INSTANCE_READY).exists():
+        return
+    with _home_lock(home):
+        if (home / INSTANCE_READY).exists():
+            return
+        from dagster import DagsterInstance
+
+        try:
+            DagsterInstance.get().dispose()
+        except Exception:  # a broken dagster.yaml or an unreachable database: said later
+            return
+        write_atomically(home / INSTANCE_READY, b"the Dagster instance here was created\n")
 
 
 def open_instance() -> Any:
@@ -87,3 +128,15 @@ def open_instance() -> Any:
             f"cannot open the Dagster instance at DAGSTER_HOME={home}: "
             f"{type(exc).__name__}: {first_line}\nhint: {hint}"
         ) from None
+
+
+def plain(value: object) -> Any:
+    """`value` as rich text that is printed as written: never read as markup (a name such as
+    `[link=http://...]` or a stray `[/b]` is text, not a hyperlink or a crash) and with every
+    control character shown as U+FFFD (no escape sequence reaches the terminal). For anything
+    printed through rich that did not come from this program's own strings: names from the
+    transcript or a model, file names, paths, keys of a user's file."""
+    from rich.text import Text
+
+    text = str(value)
+    return Text("".join(ch if ch.isprintable() or ch == " " else "\ufffd" for ch in text))

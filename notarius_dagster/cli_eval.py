@@ -9,7 +9,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from notarius_dagster.cli_common import EXIT_OK, EXIT_USAGE, CommandError, add_command
+from notarius_dagster.cli_common import EXIT_OK, EXIT_USAGE, CommandError, add_command, plain
 
 
 def _pct(value: float | None) -> str:
@@ -19,12 +19,13 @@ def _pct(value: float | None) -> str:
 def print_report(report: Any) -> None:
     """The report as a rich table: one row per lane, then the micro-averaged totals."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = Console(width=140)
     console.print(
-        f"[bold]session[/bold] {report.session_id} against gold {report.gold_session_id}, "
-        f"scorer {report.scorer}"
+        f"[bold]session[/bold] {escape(report.session_id)} against gold "
+        f"{escape(report.gold_session_id)}, scorer {escape(report.scorer)}"
         + ("" if report.source_checked else " (source digest not checked: the gold has none)")
     )
     table = Table(
@@ -65,7 +66,7 @@ def print_report(report: Any) -> None:
     rows.append(("total (micro)", f"{len(report.totals.lanes)} gold lane(s)", report.totals))
     for index, (name, status, row) in enumerate(rows):
         table.add_row(
-            name,
+            plain(name),  # a lane id from the gold file
             status,
             str(row.predicted),
             str(row.gold),
@@ -90,6 +91,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from notarius_dagster.engine.errors import NotariusError
     from notarius_dagster.engine.evaluation import evaluate
     from notarius_dagster.engine.lanes import registered_match_fields
+    from notarius_dagster.engine.reading import path_problem
 
     bundle, gold = Path(args.bundle), Path(args.gold)
     if not bundle.is_dir():
@@ -98,8 +100,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
             "e.g. BUNDLES/<session-id>)",
             EXIT_USAGE,
         )
-    if not gold.is_file():
-        raise CommandError(f"gold {gold.name!r} not found", EXIT_USAGE)
+    problem = path_problem(gold)  # a folder, a FIFO or /dev/zero is said as such
+    if problem is not None:
+        raise CommandError(f"gold: {problem}", EXIT_USAGE)
     try:
         load_lanes()  # each lane declares what the evaluation matches its records on
         report = evaluate(bundle, gold, registered_match_fields(), scorer=args.scorer)

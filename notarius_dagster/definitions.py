@@ -3,7 +3,6 @@ from the resolved profile and what `assets/` and `resources/` define."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from functools import partial
 from typing import Any
@@ -33,7 +32,7 @@ from notarius_dagster.settings import Settings, load_settings
 from notarius_dagster.step_processes import PRELOAD_MODULES
 from resources.bundle_store import BundleStore
 from resources.io_managers import JsonAssetIOManager
-from resources.llm import LLMResource
+from resources.llm import llm_resource
 
 MAX_CONCURRENT_STEPS = 4
 """Steps in flight in one run: the four lanes that depend only on `npcs` at once. Lane steps
@@ -122,7 +121,7 @@ def definitions_for(settings: Settings, plan: RunPipeline) -> Definitions:
         resources={
             "io_manager": JsonAssetIOManager(root=str(settings.store.asset_values)),
             "store": BundleStore.from_paths(settings.store),
-            "llm": LLMResource(profile_json=json.dumps(pipeline.llm_profile)),
+            "llm": llm_resource(pipeline.llm_profile),  # a secret endpoint by EnvVar
         },
         loggers={"console": colored_console_logger, "progress": progress_logger},
         # Independent lanes at the same time: each step is a fork of a forkserver that has

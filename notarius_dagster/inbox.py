@@ -33,23 +33,25 @@ Environment (read when the code location loads):
 from __future__ import annotations
 
 import bisect
+import contextlib
 import errno
 import hashlib
 import json
 import os
 import stat
-import tempfile
 import time
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from notarius_dagster.engine.errors import SessionIdError
+from notarius_dagster.engine.errors import SessionIdError, StoreError
 from notarius_dagster.engine.inputs import EXTENSION_FORMATS
 from notarius_dagster.engine.limits import DEFAULT_INPUT_LIMITS
 from notarius_dagster.engine.session_ids import session_id_from_filename
-from notarius_dagster.engine.transcripts import register_transcript
+from notarius_dagster.engine.transcripts import store_transcript
+from notarius_dagster.store import SessionBusyError
 
 HASH_PREFIX = 16
 """Hex digits of the content hash kept in the cursor: enough to tell versions of one file apart."""
@@ -386,12 +388,15 @@ def scan_inbox(
 
 
 def register_content(store: Path, transcript: InboxTranscript) -> None:
-    """Copy exactly the bytes that were hashed into the transcript store (the file in the inbox
-    may change again meanwhile; its next version is the next look's business)."""
-    with tempfile.TemporaryDirectory(prefix="notarius-inbox-") as staging:
-        staged = Path(staging) / f"{transcript.session_id}{transcript.extension}"
-        staged.write_bytes(transcript.content)
-        register_transcript(store, transcript.session_id, staged, name=transcript.name)
+    """Store exactly the bytes that were hashed as the session's transcript (the file in the
+    inbox may change again meanwhile; its next version is the next look's business)."""
+    store_transcript(
+        store,
+        transcript.session_id,
+        transcript.content,
+        extension=transcript.extension,
+        name=transcript.name,
+    )
 
 
 def take_inbox(
@@ -402,10 +407,15 @@ def take_inbox(
     *,
     partitions: Collection[str] | None = None,
     now: float | None = None,
+    busy: Collection[str] = (),
+    lock: Callable[[str], AbstractContextManager[None]] | None = None,
 ) -> InboxIntake:
     """Scan the inbox and copy each new or changed transcript into the transcript store
     (`transcripts`). A transcript that cannot be copied is not taken, and the cursor keeps its
-    previous hash so a later look tries again. A missing inbox is reported, not created."""
+    previous hash so a later look tries again. So is one whose session is `busy` (a run of it
+    is queued or in progress) or whose session `lock` (`store.py: session_lock`) another
+    command holds: the transcript a run is reading is never replaced under it. A missing inbox
+    is reported, not created."""
     if not inbox.is_dir():
         return InboxIntake(
             taken=(),
@@ -423,17 +433,23 @@ def take_inbox(
     seen = dict(scan.cursor.seen)
     for transcript in scan.changed:
         session = transcript.session_id
-        try:
-            register_content(transcripts, transcript)
-        except OSError as exc:
-            log.append(
-                LogLine(
+        refused = None
+        if session in busy:
+            refused = LogLine("info", f"skipped {shown(transcript.name)}: {_busy(session)}")
+        else:
+            try:
+                with lock(session) if lock is not None else contextlib.nullcontext():
+                    register_content(transcripts, transcript)
+            except SessionBusyError:
+                refused = LogLine("info", f"skipped {shown(transcript.name)}: {_busy(session)}")
+            except StoreError as exc:
+                refused = LogLine(
                     "warning",
-                    f"skipped {shown(transcript.name)}: cannot copy it "
-                    "into the transcript store "
-                    f"({exc.strerror or type(exc).__name__})",
+                    f"skipped {shown(transcript.name)}: cannot copy it into the transcript "
+                    f"store ({exc.cause})",
                 )
-            )
+        if refused is not None:  # not taken: the cursor keeps the previous hash, to try again
+            log.append(refused)
             previous = cursor.seen.get(session)
             if previous is None:
                 seen.pop(session, None)
@@ -455,12 +471,27 @@ def take_inbox(
         readded=scan.readded & {t.session_id for t in taken},
         log=tuple(log),
         cursor=InboxCursor(seen=seen, resume_after=scan.cursor.resume_after),
-        summary=_summary(scan),
+        summary=_summary(scan, waiting=len(scan.changed) - len(taken)),
     )
 
 
-def _summary(scan: InboxScan) -> str:
-    parts = [f"no new or changed transcripts ({scan.unchanged} unchanged"]
+def _busy(session: str) -> str:
+    return (
+        f"session {session!r} has a run queued or in progress (or another command holds it); "
+        "its transcript is replaced when a later look finds it free"
+    )
+
+
+def _summary(scan: InboxScan, waiting: int = 0) -> str:
+    """Why nothing was taken; `waiting`: new or changed transcripts not taken this time (their
+    session busy, or the store not writable), each with its reason in the tick's log."""
+    if waiting:
+        parts = [f"no transcripts taken ({waiting} new or changed waiting, {scan.unchanged} "]
+        parts.append("unchanged")
+    else:
+        parts = [f"no new or changed transcripts ({scan.unchanged} unchanged"]
     if scan.skipped:
-        parts.append(f", {len(scan.skipped)} skipped: see the tick's log")
+        parts.append(f", {len(scan.skipped)} skipped")
+    if waiting or scan.skipped:
+        parts.append(": see the tick's log")
     return "".join(parts) + ")"

@@ -9,16 +9,23 @@ gone (a `notarius run` killed with -9 leaves its run STARTED for good: nobody el
 it), and (2) refuses while any run of the session is queued or in progress, naming the run.
 It refuses rather than waits: a waiting command would hold a terminal for as long as the other
 run takes, and the transcript it was given would replace the one the other run is reading.
-The publication lock (engine/bundle.py) is the last line of defence."""
+
+The check, the transcript registration and the run's creation are one transaction: the CLI makes
+them holding the session's lock (`store.py: session_lock`), which `sessions add` and the inbox
+take too before they replace a transcript, so two starts of one session give one run and one
+refusal. The publication lock (engine/bundle.py) is the last line of defence."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
+from collections.abc import Iterator
 
 from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
-from notarius_dagster.engine.errors import NotariusError
+from notarius_dagster.store import SessionBusyError as SessionBusyError  # re-export
+from notarius_dagster.store import StorePaths, session_lock
 
 SESSION_TAG = "notarius/session"
 CLI_PID_TAG = "notarius/cli-pid"
@@ -33,10 +40,6 @@ NOT_FINISHED = [
     DagsterRunStatus.CANCELING,
 ]
 """Statuses of a run that may still write the session's asset values and bundle."""
-
-
-class SessionBusyError(NotariusError):
-    """Another run of the session is queued or in progress."""
 
 
 def session_tags(session_id: str) -> dict[str, str]:
@@ -94,6 +97,32 @@ def guard_session_run(session_id: str, instance: DagsterInstance | None = None) 
             guard_session_run(session_id, owned)
         return
     fail_orphaned_cli_runs(instance)
+    refuse_if_busy(instance, session_id, "run again")
+
+
+@contextlib.contextmanager
+def session_start(
+    store: StorePaths, session_id: str, instance: DagsterInstance | None = None
+) -> Iterator[None]:
+    """One transaction per session start: hold the session's lock (`store.py: session_lock`),
+    then make `guard_session_run`'s checks; the caller registers the transcript and runs the
+    session inside the block, and the lock is released when it ends. Refused when another
+    command holds the lock, naming the run in progress when one is recorded (the lock's own
+    message, naming the holder's pid, otherwise)."""
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(session_lock(store, session_id, doing="start a run of it"))
+        except SessionBusyError:
+            guard_session_run(session_id, instance)  # names the run when one is recorded
+            raise
+        guard_session_run(session_id, instance)
+        yield
+
+
+def refuse_if_busy(instance: DagsterInstance, session_id: str, then: str) -> None:
+    """SessionBusyError naming every run of the session still queued or in progress (by the
+    session tag, or the partition tag of a run launched without it); `then` is what the user
+    may do once it is over (`run again`)."""
     busy = {}
     for tag in (SESSION_TAG, PARTITION_TAG):
         for run in instance.get_runs(
@@ -104,5 +133,16 @@ def guard_session_run(session_id: str, instance: DagsterInstance | None = None) 
         shown = ", ".join(f"{run_id} ({status})" for run_id, status in sorted(busy.items()))
         raise SessionBusyError(
             f"session {session_id!r} has a run queued or in progress: {shown}; wait for it to "
-            "finish (or cancel it in the UI) and run again: one writer per session"
+            f"finish (or cancel it in the UI) and {then}: one writer per session"
         )
+
+
+def sessions_in_progress(instance: DagsterInstance) -> set[str]:
+    """The sessions with a run queued or in progress (by the session tag, or the partition tag
+    of a run launched without it): whose transcript must not be replaced now."""
+    busy: set[str] = set()
+    for run in instance.get_runs(RunsFilter(statuses=NOT_FINISHED), limit=1000):
+        for tag in (SESSION_TAG, PARTITION_TAG):
+            if run.tags.get(tag):
+                busy.add(run.tags[tag])
+    return busy

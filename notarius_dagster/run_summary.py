@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from notarius_dagster.engine.bundle_documents import Manifest, read_manifest
@@ -30,7 +31,7 @@ def lane_table(manifest: Manifest) -> Table:
     table = Table(*COLUMNS)
     for lane in manifest.artifact_lanes:
         table.add_row(
-            lane.lane_id,
+            escape(lane.lane_id),
             lane.status,
             str(lane.records),
             str(lane.chunks.total),
@@ -78,7 +79,7 @@ def print_summary(bundle_dir: Path, wall: float, console: Console | None = None)
     manifest = read_manifest(bundle_dir)
     console = console or Console(stderr=False, width=120)
     with console.capture() as captured:
-        console.print(f"[bold]bundle[/bold] {bundle_dir}")
+        console.print(f"[bold]bundle[/bold] {escape(str(bundle_dir))}")
         console.print(lane_table(manifest))
         console.print(totals_line(manifest, wall))
     console.file.write(captured.get())

@@ -37,7 +37,7 @@ from dagster import (
 
 from assets.jobs import SESSION_JOB_NAME
 from assets.partitions import sessions_partitions
-from notarius_dagster.engine.errors import LLMUnavailableError
+from notarius_dagster.engine.errors import LLMUnavailableError, NotariusError
 from notarius_dagster.engine.redaction import redact_secrets
 from notarius_dagster.engine.resolution import RuntimeBinding
 from notarius_dagster.engine.session_steps import RuntimeOverrides
@@ -323,4 +323,18 @@ def _cause_text(error: Any) -> str:
         return f"{error.cls_name}: {os.strerror(code).lower()} ({symbol})"
     if error.cls_name == "MemoryError":
         return "out of memory (MemoryError)"
+    if error.cls_name in _content_safe_errors():  # our own errors: content-safe by contract
+        return error.message.strip().splitlines()[0].rsplit(f"{error.cls_name}: ", 1)[-1]
     return error.cls_name or ""
+
+
+def _content_safe_errors() -> set[str]:
+    """The class names of every NotariusError (engine/errors.py: their messages name what and
+    where, never content or paths), so a wrapped one is shown with its message."""
+    found: set[str] = set()
+    todo: list[type] = [NotariusError]
+    while todo:
+        cls = todo.pop()
+        found.add(cls.__name__)
+        todo.extend(cls.__subclasses__())
+    return found

@@ -18,9 +18,10 @@ from typing import Any
 from dagster import AssetKey, AssetMaterialization, AssetRecordsFilter, DagsterInstance, RunsFilter
 
 from notarius_dagster.engine.bundle import remove_bundle
-from notarius_dagster.engine.transcripts import register_transcript, remove_transcript
+from notarius_dagster.engine.transcripts import read_transcript, remove_transcript, store_transcript
 from notarius_dagster.report.publish import remove_report
-from notarius_dagster.store import StorePaths
+from notarius_dagster.run_guard import refuse_if_busy
+from notarius_dagster.store import StorePaths, session_lock
 
 SESSIONS_PARTITIONS = "sessions"
 BUNDLE_ASSET = "session_bundle"
@@ -107,11 +108,20 @@ def add_session(
     That event is what declarative automation watches (assets/automation.py): with the
     automation sensor on, the session's assets run on its next tick; without it, the session
     waits for a click in the UI or `notarius run`. Adding the same content again records
-    nothing new, so it asks for no run."""
-    content = source.read_bytes()
+    nothing new, so it asks for no run.
+
+    The file is read once, by the one reader (a regular file within the default transcript
+    limit), before anything is stored; the transcript is replaced holding the session's lock
+    and only while no run of the session is queued or in progress (SessionBusyError): the
+    transcript a run is reading is never replaced under it."""
+    content = read_transcript(source)
     sha256 = hashlib.sha256(content).hexdigest()
-    previous = _recorded_transcript_sha(instance, session_id)
-    register_transcript(store.transcripts, session_id, source)
+    with session_lock(store, session_id, doing="replace its transcript"):
+        refuse_if_busy(instance, session_id, "add it again")
+        previous = _recorded_transcript_sha(instance, session_id)
+        store_transcript(
+            store.transcripts, session_id, content, extension=source.suffix, name=source.name
+        )
     new_partition = not is_session(instance, session_id)
     if new_partition:
         instance.add_dynamic_partitions(SESSIONS_PARTITIONS, [session_id])

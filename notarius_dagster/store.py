@@ -13,10 +13,15 @@ an empty variable counts as unset. docs/operations.md ("The store") describes th
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
-from collections.abc import Mapping
+import socket
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+from notarius_dagster.engine.errors import NotariusError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = REPO_ROOT / "var" / "data"
@@ -55,6 +60,11 @@ class StorePaths:
     def session_values(self, session_id: str) -> Path:
         return session_values_folder(self.asset_values, session_id)
 
+    @property
+    def locks(self) -> Path:
+        """Session locks (`session_lock`): one file per session, never deleted."""
+        return self.root / "locks"
+
 
 def store_paths(
     *,
@@ -78,3 +88,48 @@ def store_paths(
         bundles=pick(bundles, "NOTARIUS_BUNDLES") or root / "bundles",
         inbox=pick(inbox, "NOTARIUS_INBOX") or DEFAULT_INBOX.resolve(),
     )
+
+
+class SessionBusyError(NotariusError):
+    """Another run of the session is queued or in progress, or another command holds it."""
+
+
+@contextlib.contextmanager
+def session_lock(store: StorePaths, session_id: str, *, doing: str) -> Iterator[None]:
+    """Hold session `session_id` for this process, or refuse at once (SessionBusyError): what
+    starts a session (`notarius run`: its busy check, its transcript registration and its run,
+    one transaction) and what replaces its transcript (`sessions add`, the inbox) take it, so
+    two of them never interleave. `doing` says what this process wants, for the message.
+
+    `fcntl.flock` on `<store>/locks/<session>.lock`, never waited for (a second start is
+    refused, not queued behind an hour-long run). The kernel releases it when the holder's
+    process ends, kill -9 included, so a crashed command never blocks the next; the file holds
+    the holder's pid and host for the message. The descriptor is close-on-exec and the step
+    processes fork from a server started earlier, so they never inherit the lock."""
+    store.locks.mkdir(parents=True, exist_ok=True)
+    path = store.locks / f"{session_id}.lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _holder(fd)
+            raise SessionBusyError(
+                f"session {session_id!r} is held by another notarius command{holder} that is "
+                f"starting it, running it or replacing its transcript; cannot {doing} now. "
+                "Wait for it to finish and try again: one writer per session"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()} {socket.gethostname()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
+def _holder(fd: int) -> str:
+    """` (pid N on host H)` from the lock file, or nothing when it says nothing usable."""
+    try:
+        pid, _, host = os.pread(fd, 200, 0).decode("utf-8", "replace").strip().partition(" ")
+    except OSError:
+        return ""
+    return f" (pid {pid} on {host})" if pid.isdigit() and host.isprintable() and host else ""

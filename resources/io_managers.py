@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
-import tempfile
 import threading
 from pathlib import Path
 from typing import Any
 
 from dagster import ConfigurableIOManager, InputContext, OutputContext
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
+from notarius_dagster.engine.errors import NotariusError
+from notarius_dagster.engine.failure_causes import cause_of, validation_problems
+from notarius_dagster.engine.files import sweep_leftovers, write_atomically
 from notarius_dagster.store import session_values_folder
 
 # Assets whose values are large, immutable and read by many steps of a run.
@@ -68,6 +69,36 @@ def _cached(context: InputContext | OutputContext) -> bool:
     return context.asset_key.path[-1] in CACHED_ASSETS
 
 
+class StoredValueError(NotariusError):
+    """A per-asset value could not be stored or read back (content-safe: asset, session and
+    what is wrong by field path and rule)."""
+
+
+STORED_MODULES = ("notarius_dagster.",)
+"""Where a stored value's type may come from: a file in the store names its type, and only the
+project's own models may be imported by that name."""
+
+
+def _what(context: InputContext | OutputContext) -> str:
+    partition = context.asset_partition_key if context.has_asset_partitions else None
+    name = context.asset_key.to_user_string()
+    return f"{name} (session {partition!r})" if partition else name
+
+
+def _stored_type(name: object) -> type[BaseModel] | None:
+    """The pydantic model a stored value names, if it is one of the project's own."""
+    if not isinstance(name, str):
+        return None
+    module_name, _, qualname = name.partition(":")
+    if not module_name.startswith(STORED_MODULES):
+        return None
+    try:
+        typ = getattr(importlib.import_module(module_name), qualname, None)
+    except ImportError:
+        return None
+    return typ if isinstance(typ, type) and issubclass(typ, BaseModel) else None
+
+
 class JsonAssetIOManager(ConfigurableIOManager):
     root: str  # StorePaths.asset_values
 
@@ -85,11 +116,14 @@ class JsonAssetIOManager(ConfigurableIOManager):
         else:
             data = json.dumps({"type": None, "value": obj})
         path = self._path(context)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
+        sweep_leftovers(path)
+        try:
+            write_atomically(path, data.encode("utf-8"))
+        except OSError as exc:  # disk full, read-only store: name the store, never the path
+            raise StoredValueError(
+                f"cannot store the value of {_what(context)} in the asset-value store "
+                f"(<store>/assets): {cause_of(exc)}; nothing of it was kept"
+            ) from None
         if _cached(context):
             VALUE_CACHE.put(path, obj)
 
@@ -105,13 +139,31 @@ class JsonAssetIOManager(ConfigurableIOManager):
         return value
 
     def _read(self, context: InputContext, path: Path) -> Any:
-        stored = json.loads(path.read_text(encoding="utf-8"))
+        """The stored value, validated again. Every error says what is wrong by field path and
+        rule, never the value: a stored lane value holds transcript text, and the error goes
+        to the event log."""
+        what = _what(context)
+        try:
+            stored = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise StoredValueError(
+                f"the stored value of {what} is missing; materialize it again"
+            ) from None
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+            raise StoredValueError(
+                f"the stored value of {what} cannot be read ({cause_of(exc)}); materialize it again"
+            ) from None
+        if not isinstance(stored, dict) or "value" not in stored:
+            raise StoredValueError(f"the stored value of {what} is not a stored value")
         if not stored.get("type"):
             return stored["value"]
-        module_name, _, qualname = stored["type"].partition(":")
-        typ = getattr(importlib.import_module(module_name), qualname)
-        if not (isinstance(typ, type) and issubclass(typ, BaseModel)):
-            raise TypeError(
-                f"stored value of {context.asset_key.to_user_string()} has an unexpected type"
-            )
-        return typ.model_validate(stored["value"])
+        typ = _stored_type(stored["type"])
+        if typ is None:
+            raise StoredValueError(f"the stored value of {what} names an unexpected type")
+        try:
+            return typ.model_validate(stored["value"])
+        except ValidationError as exc:
+            raise StoredValueError(
+                f"the stored value of {what} is not a valid {typ.__name__}: "
+                f"{validation_problems(exc)}; materialize it again"
+            ) from None

@@ -12,7 +12,15 @@ Modes:
 - `echo-ok`: like `ok`, but each answer's content also carries the whole request (valid JSON
   still, so the run publishes, and lane files may quote what was sent);
 - `hang`: accept the request and never answer (until the server stops);
-- `reset`: read the request, then close the socket with a TCP reset.
+- `reset`: read the request, then close the socket with a TCP reset;
+- `trickle`: answer 200 with a content-length, then send the body one byte every
+  `trickle_s` seconds (so a per-read timeout longer than that never fires), a body padded
+  with a megabyte of blanks so that it never ends while a test waits;
+- `empty-choices`: a well-formed HTTP 200 chat completion whose `choices` list is empty;
+- `script`: 200 with the content `responder(request, headers)` returns (a dict, sent as JSON
+  text): the test decides what the "model" answers, from what it received.
+
+`delay_s` waits that long before each answer (`ok`, `script`), so a run takes a while.
 
 Run it as a context manager: `with FakeProvider(mode="echo") as fake: fake.api_base`; from
 another process, `python -m tests.fake_provider MODE [STATUS]` prints the api_base on stdout and
@@ -26,6 +34,7 @@ import struct
 import sys
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
@@ -33,13 +42,14 @@ from typing import Any
 
 import yaml
 
-MODES = ("ok", "status", "echo", "echo-ok", "hang", "reset")
+MODES = ("ok", "status", "echo", "echo-ok", "hang", "reset", "trickle", "empty-choices", "script")
+Responder = Callable[[dict[str, Any], dict[str, str]], dict[str, Any]]
 
 
 def empty_answer(request: dict[str, Any]) -> dict[str, Any]:
     """An answer that satisfies the schema the request carries: every required array empty,
     every other required field its type's zero."""
-    schema = _schema_of(request)
+    schema = schema_of(request)
     zero: dict[str, Any] = {
         "array": [],
         "string": "",
@@ -59,7 +69,7 @@ def empty_answer(request: dict[str, Any]) -> dict[str, Any]:
 SCHEMA_MARKER = "It must satisfy this JSON Schema:\n"
 
 
-def _schema_of(request: dict[str, Any]) -> dict[str, Any]:
+def schema_of(request: dict[str, Any]) -> dict[str, Any]:
     """The schema asked for: in the response format (json_schema rung, or json_object with a
     schema), else spelled out at the end of the system prompt (json_object rung)."""
     fmt = request.get("response_format") or {}
@@ -106,28 +116,23 @@ class _Handler(BaseHTTPRequestHandler):
             self.connection.close()
             return
         request = json.loads(body or b"{}")
-        if mode in ("ok", "echo-ok"):
-            answer = empty_answer(request)
+        if mode == "trickle":
+            self._trickle(completion(json.dumps(empty_answer(request))))
+            return
+        if mode == "empty-choices":
+            self._send(200, {**completion(""), "choices": []})
+            return
+        if mode in ("ok", "echo-ok", "script"):
+            if fake.delay_s:
+                fake.stopping.wait(fake.delay_s)
+            if mode == "script":
+                assert fake.responder is not None
+                answer = fake.responder(request, {k.lower(): v for k, v in self.headers.items()})
+            else:
+                answer = empty_answer(request)
             if mode == "echo-ok":  # valid JSON; schema-invalid where extra keys are refused
                 answer["echo"] = body.decode("utf-8")
-            content = json.dumps(answer)
-            self._send(
-                200,
-                {
-                    "id": "fake-1",
-                    "object": "chat.completion",
-                    "created": int(time.time()),
-                    "model": "fake",
-                    "choices": [
-                        {
-                            "index": 0,
-                            "finish_reason": "stop",
-                            "message": {"role": "assistant", "content": content},
-                        }
-                    ],
-                    "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
-                },
-            )
+            self._send(200, completion(json.dumps(answer)))
             return
         if mode == "echo":
             self._send(
@@ -158,6 +163,24 @@ class _Handler(BaseHTTPRequestHandler):
             },
         )
 
+    def _trickle(self, payload: dict[str, Any]) -> None:
+        # The JSON, then a megabyte of blanks (still valid JSON): at one byte per `trickle_s`
+        # the body never ends within any test's patience.
+        data = json.dumps(payload).encode() + b" " * 1_000_000
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.close_connection = True
+        try:
+            for i in range(len(data)):
+                self.wfile.write(data[i : i + 1])
+                self.wfile.flush()
+                if self.server.fake.stopping.wait(self.server.fake.trickle_s):
+                    return
+        except OSError:  # the client gave up
+            return
+
     def _send(self, status: int, payload: dict[str, Any]) -> None:
         data = json.dumps(payload).encode()
         self.send_response(status)
@@ -165,6 +188,25 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("content-length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
+
+
+def completion(content: str) -> dict[str, Any]:
+    """An OpenAI chat completion object answering `content`, shaped as the API reference
+    documents it (https://platform.openai.com/docs/api-reference/chat/object)."""
+    return {
+        "id": "fake-1",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": "fake",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": content},
+            }
+        ],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+    }
 
 
 class _Server(ThreadingHTTPServer):
@@ -175,11 +217,24 @@ class _Server(ThreadingHTTPServer):
 class FakeProvider:
     """The server, its mode and what it received (`requests`: the JSON bodies, `headers`)."""
 
-    def __init__(self, mode: str = "ok", *, status: int = 500) -> None:
+    def __init__(
+        self,
+        mode: str = "ok",
+        *,
+        status: int = 500,
+        responder: Responder | None = None,
+        delay_s: float = 0.0,
+        trickle_s: float = 0.5,
+    ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}")
+        if (mode == "script") != (responder is not None):
+            raise ValueError("mode 'script' and a responder go together")
         self.mode = mode
         self.status = status
+        self.responder = responder
+        self.delay_s = delay_s
+        self.trickle_s = trickle_s
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self.stopping = threading.Event()

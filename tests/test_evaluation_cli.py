@@ -108,7 +108,7 @@ def test_eval_scorer_v1_reproduces_the_previous_rules(bundle: Path, tmp_path: Pa
 
 def test_eval_refuses_missing_files_as_usage_errors(bundle: Path, tmp_path: Path) -> None:
     done = notarius(tmp_path, "eval", str(bundle), "--gold", str(tmp_path / "nope.json"))
-    assert done.returncode == 2 and "gold 'nope.json' not found" in done.stderr
+    assert done.returncode == 2 and "gold: file 'nope.json' not found" in done.stderr
     done = notarius(tmp_path, "eval", str(tmp_path / "no-bundle"), "--gold", str(GOLD))
     assert done.returncode == 2 and "bundle 'no-bundle' is not a folder" in done.stderr
     done = notarius(tmp_path, "eval", str(bundle))

@@ -13,6 +13,7 @@ import pytest
 from dagster import (
     AddDynamicPartitionsRequest,
     DagsterInstance,
+    DagsterRunStatus,
     DefaultSensorStatus,
     SensorDefinition,
     SensorResult,
@@ -174,6 +175,7 @@ def test_an_undone_edit_runs_again_under_a_fresh_run_key(
         assert request.run_key is not None
         create_run_for_test(
             instance,
+            status=DagsterRunStatus.SUCCESS,  # it ran: the file may change again
             tags={
                 SENSOR_NAME_TAG: INBOX_SENSOR_NAME,
                 RUN_KEY_TAG: request.run_key,
@@ -200,6 +202,7 @@ def test_a_lost_cursor_requests_the_same_run_key_so_nothing_runs_twice(
     assert request.run_key is not None
     create_run_for_test(
         instance,
+        status=DagsterRunStatus.SUCCESS,  # it ran: the file may change again
         tags={
             SENSOR_NAME_TAG: INBOX_SENSOR_NAME,
             RUN_KEY_TAG: request.run_key,
@@ -220,6 +223,7 @@ def test_a_deleted_partition_is_added_again_while_its_file_stays(
     assert first.run_key is not None
     create_run_for_test(
         instance,
+        status=DagsterRunStatus.SUCCESS,  # it ran: the file may change again
         tags={
             SENSOR_NAME_TAG: INBOX_SENSOR_NAME,
             RUN_KEY_TAG: first.run_key,
@@ -243,3 +247,52 @@ def test_a_missing_inbox_is_reported_not_created(tmp_path: Path, instance: Dagst
     assert not result.run_requests
     assert "inbox folder" in skip_message(result)
     assert not store.inbox.exists()
+
+
+def test_the_transcript_of_a_session_with_a_run_in_progress_is_not_replaced(
+    store: StorePaths, ticker: Ticker, instance: DagsterInstance
+) -> None:
+    """Issue 23: while a run of the session is in progress (the state in which `notarius run`
+    refuses), an edited file in the inbox waits: the run keeps reading the transcript it
+    started with, and the edit is taken by the first tick after the run has ended."""
+    first, edited = unit_lines("a"), unit_lines("b")
+    drop(store.inbox, "s1.jsonl", first)
+    [request] = ticker.tick().run_requests or []
+    run = create_run_for_test(
+        instance,
+        status=DagsterRunStatus.STARTED,
+        tags={
+            SENSOR_NAME_TAG: INBOX_SENSOR_NAME,
+            RUN_KEY_TAG: request.run_key or "",
+            "notarius/session": "s1",
+        },
+    )
+    drop(store.inbox, "s1.jsonl", edited)
+    waiting = ticker.tick()
+    assert not waiting.run_requests
+    assert skip_message(waiting) == (
+        "no transcripts taken (1 new or changed waiting, 0 unchanged: see the tick's log)"
+    )
+    assert (store.transcripts / "s1.jsonl").read_text() == first
+    assert any("'s1.jsonl'" in line and "run queued or in progress" in line for line in ticker.log)
+    instance.report_run_failed(run)
+    [later] = ticker.tick().run_requests or []
+    assert later.partition_key == "s1" and later.run_key == f"s1:{sha(edited)}"
+    assert (store.transcripts / "s1.jsonl").read_text() == edited
+
+
+def test_the_inbox_does_not_replace_a_transcript_while_another_command_holds_the_session(
+    store: StorePaths, ticker: Ticker
+) -> None:
+    """A `notarius run` holds the session's lock from its busy check to its run's end; a
+    tick in that window leaves the transcript alone."""
+    from notarius_dagster.store import session_lock
+
+    first = unit_lines("a")
+    drop(store.inbox, "s1.jsonl", first)
+    assert ticker.tick().run_requests
+    drop(store.inbox, "s1.jsonl", unit_lines("b"))
+    with session_lock(store, "s1", doing="start a run of it"):
+        assert not ticker.tick().run_requests
+    assert (store.transcripts / "s1.jsonl").read_text() == first
+    assert ticker.tick().run_requests

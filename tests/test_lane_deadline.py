@@ -82,3 +82,64 @@ def test_step_retries_share_the_lane_deadline(
     )
     assert [e.step_key for e in tries].count("npcs") == 2
     assert len(provider.requests) == 2
+
+
+@pytest.mark.timeout(400)
+def test_a_trickling_provider_cannot_keep_the_command_alive_past_the_deadline(
+    tmp_path: Path,
+) -> None:
+    """Issue 23: a provider that sends its answer one byte every 0.2 s never trips the
+    per-read timeout (10 s here). At the lane's deadline (3 s) the step fails; the call it
+    abandoned must not keep the step process, the run or `notarius run` alive: the command
+    exits 1 naming the deadline, and the run is recorded failed, not left STARTED."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from dagster import DagsterRunStatus
+
+    home = tmp_path / "home"
+    home.mkdir()
+    shutil.copy(REPO / "dagster.yaml", home / "dagster.yaml")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NOTARIUS_", "DAGSTER_"))}
+    env |= {"DAGSTER_HOME": str(home), "PYTHONPATH": str(REPO), KEY_ENV: "sk-test-not-a-key"}
+    with FakeProvider(mode="trickle", trickle_s=0.2) as fake:
+        cfg = profile_for(
+            REPO / "configs" / "offline.yaml",
+            tmp_path,
+            fake.api_base,
+            name="trickle",
+            timeout_s=10,
+            lane_deadline_s=3,
+            max_concurrency=1,
+        )
+        started = time.monotonic()
+        done = subprocess.run(
+            [
+                str(Path(sys.executable).with_name("notarius")),
+                "run",
+                str(SAMPLE),
+                "--config",
+                str(cfg),
+                "--session-id",
+                "s1",
+                "--data",
+                str(tmp_path / "data"),
+                "--out",
+                str(tmp_path / "bundles"),
+            ],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,  # today's code never exits: subprocess kills it and the test fails
+            check=False,
+        )
+        elapsed = time.monotonic() - started
+        assert fake.requests
+    assert done.returncode == 1, done.stderr
+    assert "stopped at its deadline of 3 s" in done.stderr and "Traceback" not in done.stderr
+    assert elapsed < 200
+    with DagsterInstance.from_config(str(home)) as instance:
+        assert [r.status for r in instance.get_runs()] == [DagsterRunStatus.FAILURE]

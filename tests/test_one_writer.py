@@ -15,7 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from notarius_dagster.engine.bundle import LogicalFile, encode_bundle, publish_bundle
+from notarius_dagster.engine.bundle import (
+    LogicalFile,
+    _prune_versions,
+    encode_bundle,
+    publish_bundle,
+)
 
 FILES = 6
 
@@ -72,10 +77,11 @@ def test_concurrent_publishers_of_one_session_never_break_a_reader(tmp_path: Pat
 
 
 def test_pruning_keeps_the_linked_version_and_staging_folders(tmp_path: Path) -> None:
+    """Pruning never removes a staging folder (a writer's own). A publication sweeps the ones
+    it finds first, since it holds the session's lock and a live writer holds it while it
+    stages (tests/test_store_failures.py); pruning alone, as here, keeps them."""
     publish_bundle(tmp_path, "s1", encode_bundle(files("a")))
     versions = tmp_path / ".versions" / "s1"
-    foreign = versions / ".staging-someone-else"
-    foreign.mkdir()
     old = time.time() - 3600
     for p in versions.iterdir():
         os.utime(p, (old, old))
@@ -83,10 +89,14 @@ def test_pruning_keeps_the_linked_version_and_staging_folders(tmp_path: Path) ->
         publish_bundle(tmp_path, "s1", encode_bundle(files(tag)))
         for p in versions.iterdir():
             os.utime(p, (old, old))
-    assert foreign.exists()
     linked = Path(os.path.realpath(tmp_path / "s1"))
     kept = sorted(p.name for p in versions.iterdir() if not p.name.startswith("."))
     assert linked.name in kept and len(kept) == 2  # the current one and the one before it
+    staging = versions / ".staging-someone-else"
+    staging.mkdir()
+    os.utime(staging, (old, old))
+    _prune_versions(versions, keep={linked.name})
+    assert staging.exists()
 
 
 HOLDER = """

@@ -25,16 +25,22 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from notarius_dagster.campaign.build import READ_KINDS, SessionLanes, build_codex
 from notarius_dagster.campaign.model import CampaignEntry, CampaignIndex, Codex
-from notarius_dagster.dnd.roster import Roster
+from notarius_dagster.dnd.roster import Roster, roster_slot
 from notarius_dagster.engine.artifact_kinds import get_kind
 from notarius_dagster.engine.digest import digest_of
 from notarius_dagster.engine.errors import NotariusError
 from notarius_dagster.engine.files import write_atomically
+from notarius_dagster.engine.reading import (
+    FileRefused,
+    ParseRefused,
+    decode_utf8,
+    load_yaml,
+    read_bounded,
+)
 
 CAMPAIGNS_DIR = ".campaigns"
 INDEX_FILE = "index.json"
@@ -68,14 +74,20 @@ def _read_json(path: Path, where: str) -> Any:
 
 
 def load_roster(path: Path) -> Roster:
-    """The roster, validated; errors name the file and the key path, never content."""
+    """The roster, read by the one reader (`engine/reading.py`: a regular file within the
+    roster slot's byte limit, nesting capped, repeated keys refused) and validated; errors
+    name the file, the line or the key path, never content."""
+    limit = roster_slot().max_bytes
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = read_bounded(
+            path, limit, allowed=f"a roster may have {limit} (the roster slot's limit)"
+        )
+        data = load_yaml(decode_utf8(raw, path.name), path.name)
         return Roster.model_validate(data)
-    except OSError as exc:
-        raise CodexError(f"roster {path.name!r} unreadable ({type(exc).__name__})") from None
-    except yaml.YAMLError:
-        raise CodexError(f"roster {path.name!r} is not valid YAML") from None
+    except FileRefused as exc:
+        raise CodexError(f"roster: {exc}") from None
+    except ParseRefused as exc:
+        raise CodexError(f"roster {exc}") from None
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "(top level)"

@@ -16,6 +16,7 @@ from notarius_dagster.dnd.llm_extract import (
     answer_records,
     canonical_name,
 )
+from notarius_dagster.dnd.records import one_line
 from notarius_dagster.dnd.roster import map_speakers, roster_index
 from notarius_dagster.engine.catalog import ReferenceSlot
 from notarius_dagster.engine.contracts import ExtractRequest, ModuleOutput, PreparedReference
@@ -132,10 +133,13 @@ def grounded_payload(fields: Grounded, convert: Converters | None = None) -> ToP
 
 def known_npcs(request: ExtractRequest) -> str:
     """Prompt context: the names of the bound `npcs` artifact (at most 40, in its order), so
-    the model can use the same names that grounding will match: names only, no descriptions."""
+    the model can use the same names that grounding will match: names only, no descriptions,
+    each on the one line they share (`one_line`): a name is the model's text, and a line break
+    in it would start a line of its own in the prompt (`[3] MATT: ...`, a forged unit marker).
+    The record model refuses such names; this holds for an artifact bound from a file too."""
     ref = request.context.references.get(NPCS_SLOT)
     names = [npc["name"] for npc in ((ref.artifact if ref else None) or {}).get("npcs", [])]
-    shown = names[:MAX_CONTEXT_NPCS]
+    shown = [name for name in (one_line(str(n)) for n in names[:MAX_CONTEXT_NPCS]) if name]
     return "; ".join(shown) if shown else "(none known)"
 
 

@@ -18,6 +18,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from notarius_dagster.dnd.records import refs_from_unit_ids
 from notarius_dagster.dnd.reference_fingerprints import consumed_fingerprint
 from notarius_dagster.dnd.roster import party_context
@@ -30,6 +32,7 @@ from notarius_dagster.engine.contracts import (
 )
 from notarius_dagster.engine.digest import digest_of
 from notarius_dagster.engine.errors import LaneError
+from notarius_dagster.engine.failure_causes import validation_problems
 from notarius_dagster.engine.lane_models import CITATION_FIELD, allows_none
 from notarius_dagster.engine.lanes import LaneSpec, ModuleFactory
 from notarius_dagster.engine.llm_contract import StructuredRequest, StructuredResponse
@@ -292,7 +295,12 @@ class LLMListExtractor:
                 warnings=stepdown,
                 schema_errors=response.errors or ("answer did not validate",),
             )
-        answer = self.answer_model.model_validate(response.data).model_dump(mode="json")
+        try:  # the record rules the JSON Schema cannot say (one-line names) refuse it here
+            answer = self.answer_model.model_validate(response.data).model_dump(mode="json")
+        except ValidationError as exc:
+            return ModuleOutput(
+                payload=None, usage=usage, schema_errors=(validation_problems(exc),)
+            )
         if not self.lane.answer.per_chunk:
             for item in answer[self.lane.items_field]:
                 item[CITATION_FIELD] = self.citations.unit_ids(item[CITATION_FIELD], chunk)

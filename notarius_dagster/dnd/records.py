@@ -1,15 +1,49 @@
-"""Shared pieces of D&D records: the record base, source references and the id rule."""
+"""Shared pieces of D&D records: the record base, one-line names, source references and the
+id rule."""
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Iterable, Sequence
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from notarius_dagster.engine.contracts import ModuleOutput
 from notarius_dagster.engine.lanes import LaneRule, LaneSpec
 from notarius_dagster.engine.models import Chunk, SourceDocument, SourceRef
 from notarius_dagster.engine.validators import ValidationContext
+
+_BIDI_CONTROLS = frozenset(
+    "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+)
+
+
+def _is_control(ch: str) -> bool:
+    """A character that breaks or reorders a line: C0/C1 controls (newline and tab included),
+    the Unicode line and paragraph separators, and the bidirectional controls."""
+    return unicodedata.category(ch) in ("Cc", "Zl", "Zp") or ch in _BIDI_CONTROLS
+
+
+def _single_line(value: str) -> str:
+    # The message names the rule, never the value (it is the model's text).
+    if any(_is_control(ch) for ch in value):
+        raise ValueError("must be one line of text without control characters")
+    return value
+
+
+OneLine = Annotated[str, AfterValidator(_single_line)]
+"""A name or a title: one line, no control characters. Names come from the model, which read
+them in the transcript; they are pasted back into later prompts (a line break followed by
+`[3] MATT: ...` would forge a unit marker there), printed on terminals and shown in pages, so a
+record whose name breaks a line is refused, not repaired."""
+
+
+def one_line(text: str) -> str:
+    """`text` on one line, for a prompt or a terminal: every control character and run of
+    white space becomes one space (for names stored before `OneLine` existed, or read from a
+    file someone wrote)."""
+    return " ".join("".join(" " if _is_control(ch) else ch for ch in text).split())
 
 
 class Record(BaseModel):

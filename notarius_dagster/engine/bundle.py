@@ -6,7 +6,9 @@ valid JSON, unsafe logical paths and lane ids whose sanitized file names collide
 writes a complete new version folder, then swaps the session's symlink in one `rename`: readers
 see the previous bundle or the new one, never a mix, and a failure leaves the previous intact.
 One writer per session: publication holds the session's lock (`publication_lock`), and pruning
-never touches a staging folder, the linked version, or a version replaced moments ago."""
+never touches a staging folder, the linked version, or a version replaced moments ago; what a
+publisher killed mid-write left (staging folders, temporary links) is swept by the next
+publication of the session, under the same lock."""
 
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ from notarius_dagster.engine.files import fsync_dir
 JSON_MEDIA_TYPE = "application/json"
 VERSIONS_DIR = ".versions"
 _SAFE_SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_HEX32 = re.compile(r"[0-9a-f]{32}")
 
 
 @dataclass(frozen=True)
@@ -155,6 +158,7 @@ def publish_bundle(root: Path, session_id: str, encoded: dict[str, bytes]) -> Pa
 def _publish_locked(root: Path, session_id: str, encoded: dict[str, bytes]) -> Path:
     versions = root / VERSIONS_DIR / session_id
     versions.mkdir(parents=True, exist_ok=True)
+    _sweep_crashed_writers(root, versions, session_id)
     version = versions / uuid.uuid4().hex
     staging = versions / f".staging-{version.name}"
     link = root / session_id
@@ -185,6 +189,19 @@ def _publish_locked(root: Path, session_id: str, encoded: dict[str, bytes]) -> P
             os.utime(versions / previous)
     _prune_versions(versions, keep=keep)
     return root / session_id
+
+
+def _sweep_crashed_writers(root: Path, versions: Path, session_id: str) -> None:
+    """Remove what publishers of this session killed mid-write left: their staging folders and
+    temporary links. Called holding the session's publication lock, so no live writer owns any
+    of them (a writer keeps the lock until its staging folder is renamed or removed)."""
+    for leftover in versions.glob(".staging-*"):
+        shutil.rmtree(leftover, ignore_errors=True)
+    prefix = f".link-{session_id}-"
+    for link in root.glob(f"{prefix}*"):
+        if _HEX32.fullmatch(link.name[len(prefix) :]):  # not session `<id>-more`'s link
+            with suppress(OSError):
+                link.unlink()
 
 
 def _prune_versions(versions: Path, keep: set[str], now: float | None = None) -> None:

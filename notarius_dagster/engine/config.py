@@ -5,16 +5,14 @@ wrong (for example `pipeline.lanes[0].extract.retries`)."""
 
 from __future__ import annotations
 
-import os
-import stat
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from notarius_dagster.engine.errors import ProfileError
 from notarius_dagster.engine.limits import MAX_PROFILE_BYTES, Budget, InputLimits
+from notarius_dagster.engine.reading import FileRefused, ParseRefused, load_yaml, read_bounded
 
 DEFAULT_CHUNK_MODULE = "generic"
 DEFAULT_MERGE_MODULE = "appendorder"
@@ -144,43 +142,25 @@ def parse_profile(data: Any, *, profile_name: str) -> ProfileFile:
 
 
 def load_profile(path: Path) -> ProfileFile:
-    """Read and validate a profile file. YAML syntax errors name the line."""
+    """Read and validate a profile file through the one reader (`engine/reading.py`): a
+    regular file of at most MAX_PROFILE_BYTES (a 10 MB profile, a device or a FIFO is refused
+    before YAML sees it), nesting capped, a repeated key refused. Errors name the line."""
     name = path.name
-    raw = _read_profile_bytes(path, name)
+    try:
+        raw = read_bounded(
+            path,
+            MAX_PROFILE_BYTES,
+            allowed=f"a profile may not be larger than {MAX_PROFILE_BYTES} bytes",
+        )
+    except FileRefused as exc:
+        raise ProfileError(name, "(file)", str(exc)) from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise ProfileError(name, "(file)", "profile is not UTF-8") from None
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark is not None else "(file)"
-        raise ProfileError(name, where, "invalid YAML") from None
+        data = load_yaml(text, name)
+    except ParseRefused as exc:
+        where = f"line {exc.line}" if exc.line is not None else "(file)"
+        raise ProfileError(name, where, exc.problem) from None
     return parse_profile(data, profile_name=name)
-
-
-def _read_profile_bytes(path: Path, name: str) -> bytes:
-    """At most MAX_PROFILE_BYTES of a regular file: a 10 MB profile, a device or a FIFO is
-    refused before YAML sees it (O_NONBLOCK, so opening a FIFO cannot hang)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        raise ProfileError(name, "(file)", "profile file not found") from None
-    except OSError as exc:
-        raise ProfileError(name, "(file)", f"cannot be read ({type(exc).__name__})") from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise ProfileError(name, "(file)", "not a regular file")
-        os.set_blocking(fd, True)
-        with os.fdopen(fd, "rb", closefd=False) as handle:
-            raw = handle.read(MAX_PROFILE_BYTES + 1)
-    except OSError as exc:
-        raise ProfileError(name, "(file)", f"cannot be read ({type(exc).__name__})") from None
-    finally:
-        os.close(fd)
-    if len(raw) > MAX_PROFILE_BYTES:
-        raise ProfileError(
-            name, "(file)", f"profile is larger than {MAX_PROFILE_BYTES} bytes (the limit)"
-        )
-    return raw

@@ -58,6 +58,15 @@ class TransientLLMError(LLMError):
     transient: bool = True
 
 
+class StoreError(NotariusError):
+    """The store could not be written (disk full, read-only): names the store, never a path.
+    `cause` is the reason alone (`no space left on device (ENOSPC)`)."""
+
+    def __init__(self, message: str, cause: str = "") -> None:
+        super().__init__(message)
+        self.cause = cause
+
+
 class OutputError(NotariusError):
     """The output encoder refused the bundle; nothing was written."""
 

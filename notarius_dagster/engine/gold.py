@@ -11,7 +11,6 @@ value from it (a gold file is transcript-derived content)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -19,6 +18,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from notarius_dagster.engine.errors import NotariusError
+from notarius_dagster.engine.reading import (
+    FileRefused,
+    ParseRefused,
+    decode_utf8,
+    load_json,
+    read_bounded,
+)
 
 GOLD_SCHEMA_ID = "notarius.eval.gold"
 GOLD_SCHEMA_NAME = "notarius_eval_gold_v1"
@@ -104,20 +110,20 @@ def parse_gold(data: Any, file_name: str) -> GoldFile:
         raise GoldError(f"gold {file_name!r}: {shown}") from None
 
 
+MAX_GOLD_BYTES = 20_000_000
+"""A gold file is a session's hand-made records: far smaller than its transcript's limit."""
+
+
 def load_gold(path: Path) -> GoldFile:
-    """Read and validate a gold file."""
+    """Read and validate a gold file through the one reader (`engine/reading.py`): a regular
+    file of at most MAX_GOLD_BYTES, UTF-8 JSON, nesting capped, repeated keys refused."""
     try:
-        raw = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise GoldError(f"gold {path.name!r}: file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise GoldError(f"gold {path.name!r}: cannot be read ({type(exc).__name__})") from None
-    try:
-        data = json.loads(raw)
-    except ValueError as exc:
-        line = getattr(exc, "lineno", None)
-        where = f" at line {line}" if line else ""
-        raise GoldError(f"gold {path.name!r}: not valid JSON{where}") from None
+        raw = read_bounded(path, MAX_GOLD_BYTES, allowed=f"a gold file may have {MAX_GOLD_BYTES}")
+        data = load_json(decode_utf8(raw, path.name), path.name)
+    except FileRefused as exc:
+        raise GoldError(f"gold: {exc}") from None
+    except ParseRefused as exc:
+        raise GoldError(f"gold {exc}") from None
     return parse_gold(data, path.name)
 
 

@@ -9,10 +9,11 @@ extracts, merge, normalize, and assemble the result."""
 from __future__ import annotations
 
 import dataclasses
+import queue
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from functools import partial
@@ -284,8 +285,8 @@ def _extract_all(
     """Extract every chunk on up to `max_concurrency` threads; results and progress lines come
     in chunk order. After one chunk fails, chunks not yet started do not call the model: they
     are cancelled, and the first failure in chunk order is raised. At the deadline the same
-    happens, without waiting for calls in flight (their threads end by their own timeout and
-    their results are dropped)."""
+    happens, without waiting for calls in flight (their results are dropped; their daemon
+    threads end by their own timeout or with the process, whichever comes first)."""
     job = _ChunkExtraction(
         run=run,
         extractor=extractor,
@@ -297,7 +298,7 @@ def _extract_all(
     )
     stop = threading.Event()
     results: list[_Extracted] = []
-    pool = ThreadPoolExecutor(max_workers=max(1, max_concurrency))
+    pool = DaemonPool(max(1, max_concurrency), name=f"lane-{run.lane.id}")
     timed_out = False
     try:
         futures = [pool.submit(_unless_stopped, stop, job, chunk, deadline) for chunk in chunks]
@@ -322,8 +323,65 @@ def _extract_all(
                     f"{run.lane.id}: chunk {done}/{len(chunks)} {item.chunk.chunk_id} {item.status}"
                 )
     finally:
-        pool.shutdown(wait=not timed_out, cancel_futures=True)
+        # Past the deadline nothing is waited for: a call still in flight may never end (its
+        # daemon thread ends with the process, see DaemonPool).
+        abandon = timed_out or (deadline is not None and deadline.passed())
+        pool.shutdown(wait=not abandon, cancel_futures=True)
     return results
+
+
+class DaemonPool:
+    """The part of `ThreadPoolExecutor` the lane uses (`submit`, `shutdown`), on daemon threads.
+
+    Why not `ThreadPoolExecutor`: its threads are joined when the interpreter exits, so a call
+    the lane abandoned at its deadline (a provider trickling one byte a second never trips a
+    per-read timeout) kept the step process, and with it the run and the command, alive for
+    good. A daemon thread ends with its process: the lane fails at its deadline, the step
+    process exits, the run is recorded failed and the command returns. Only calls that were
+    abandoned are cut off this way; a lane that finishes waits for all of its threads."""
+
+    def __init__(self, workers: int, *, name: str = "lane") -> None:
+        self._work: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]] | None] = (
+            queue.SimpleQueue()
+        )
+        self._threads = [
+            threading.Thread(target=self._serve, name=f"{name}-{n}", daemon=True)
+            for n in range(workers)
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        self._work.put((future, partial(fn, *args)))
+        return future
+
+    def _serve(self) -> None:
+        while (item := self._work.get()) is not None:
+            future, call = item
+            if not future.set_running_or_notify_cancel():
+                continue  # cancelled before it started
+            try:
+                future.set_result(call())
+            except BaseException as exc:  # handed to whoever waits on the future
+                future.set_exception(exc)
+
+    def shutdown(self, *, wait: bool = True, cancel_futures: bool = False) -> None:
+        """Stop the threads once the work queued before them is done (`cancel_futures`: work
+        not started is cancelled instead); `wait` joins them, as `ThreadPoolExecutor` does."""
+        if cancel_futures:
+            while True:
+                try:
+                    item = self._work.get_nowait()
+                except queue.Empty:
+                    break
+                if item is not None:
+                    item[0].cancel()
+        for _ in self._threads:
+            self._work.put(None)
+        if wait:
+            for thread in self._threads:
+                thread.join()
 
 
 def is_progress_milestone(done: int, total: int) -> bool:

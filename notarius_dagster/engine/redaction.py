@@ -5,20 +5,23 @@ Why here, in the pure engine: an error travels from the LLM client through the l
 the Dagster asset, the step failure, the event log and the CLI. Every one of those places
 applies the same rules from this module, so a rule is written once and cannot drift.
 
-Three tools:
+Four tools:
 - `redact_secrets(text, secrets)` replaces the secrets that were sent (the API key) and anything
   shaped like a credential: `Bearer <token>`, `sk-...` keys, `api_key=...`-style assignments,
   the password of a URL, long base64/hex-ish strings.
 - `public_endpoint(url)` is the endpoint without user, password, query or fragment.
 - `safe_summary(message, sent)` keeps at most a few leading words of a provider message, and
-  only words that cannot carry what was sent (see its docstring for the rule)."""
+  only words that cannot carry what was sent (see its docstring for the rule).
+- `redact_sent(answer, sent_secrets(key, api_base))` takes the exact secrets a request carried
+  out of a model's answer before anything stores or publishes it."""
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from collections.abc import Iterable
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, unquote_plus, urlsplit, urlunsplit
 
 REDACTED = "[redacted]"
 
@@ -243,3 +246,55 @@ def provider_fields(message: str) -> dict[str, str]:
     for match in _FIELD.finditer(message):
         found.setdefault(match.group(1), match.group(2))
     return found
+
+
+# --- model answers ----------------------------------------------------------------------------
+
+
+def sent_secrets(api_key: str | None, api_base: str | None) -> tuple[str, ...]:
+    """The secrets a request carries, as a provider (or whatever sits behind it) could put
+    them back into an answer: the API key; the endpoint's password, its `user:password` and
+    the Basic credentials httpx builds from them (base64), each as written in the URL and
+    percent-decoded; and the value of every query parameter (keys are often passed there).
+    The user name alone is not a secret (it may be an ordinary word) and is not listed."""
+    found: list[str] = [api_key] if api_key else []
+    if api_base:
+        try:
+            parts = urlsplit(api_base.strip())
+        except ValueError:
+            parts = None
+        if parts is not None:
+            if parts.password is not None:
+                user = parts.username or ""
+                for password, name in {
+                    (parts.password, user),
+                    (unquote(parts.password), unquote(user)),
+                }:
+                    pair = f"{name}:{password}"
+                    found += [password, pair, base64.b64encode(pair.encode()).decode()]
+            for pair in parts.query.split("&"):
+                raw = pair.partition("=")[2]
+                found += [raw, unquote_plus(raw)]
+    return tuple(dict.fromkeys(s for s in found if len(s) >= MIN_SECRET))
+
+
+def redact_sent(text: str | None, secrets: Iterable[str]) -> str | None:
+    """`text` (a model's answer) with every exact secret that was sent replaced by
+    `[redacted]`: as written, JSON-escaped (also with `/` as `\\/`) and in any letter case.
+
+    An answer is untrusted input like a provider's error, but unlike an error it is content:
+    only the secrets themselves are replaced, never credential-shaped words (a long id in a
+    transcript is not a key). The replacement contains no quote or backslash, so a JSON answer
+    stays JSON of the same shape."""
+    if not text:
+        return text
+    forms: set[str] = set()
+    for secret in secrets:
+        if len(secret) < MIN_SECRET:
+            continue
+        escaped = json.dumps(secret)[1:-1]
+        forms.update({secret, escaped, escaped.replace("/", "\\/")})
+    if not forms:
+        return text
+    pattern = "|".join(re.escape(f) for f in sorted(forms, key=len, reverse=True))
+    return re.sub(pattern, REDACTED, text, flags=re.IGNORECASE)

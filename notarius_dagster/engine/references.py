@@ -8,20 +8,23 @@ this boundary. Content never appears in errors, manifests or metadata: provenanc
 
 from __future__ import annotations
 
-import json
-import os
-import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from notarius_dagster.engine.artifact_kinds import get_kind
 from notarius_dagster.engine.contracts import PreparedReference
 from notarius_dagster.engine.digest import digest_of, sha256_digest
 from notarius_dagster.engine.errors import ReferenceError_
 from notarius_dagster.engine.models import RunWarning
+from notarius_dagster.engine.reading import (
+    FileRefused,
+    ParseRefused,
+    PlainYamlLoader,
+    load_json,
+    load_yaml,
+    read_bounded,
+)
 from notarius_dagster.engine.resolution import ResolvedBinding, ResolvedStage
 from notarius_dagster.engine.validators import schema_problems
 
@@ -75,78 +78,30 @@ def _validated_artifact(
     return payload
 
 
-class _PlainYamlLoader(yaml.SafeLoader):
-    """Safe YAML without implicit timestamps: a date stays the string the file wrote, so the
-    decoded document is JSON (what the artifact schema validates and the digest covers)."""
-
-
-_PlainYamlLoader.yaml_implicit_resolvers = {
-    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-
-
 def _decode_structured(binding: ResolvedBinding, name: str, text: str, media_type: str) -> Any:
     """A structured slot's file as a document: JSON, or YAML for a `.yaml`/`.yml` file (a
-    hand-written campaign file). A YAML mapping without `kind` is of the slot's kind when the
-    slot accepts exactly one. Errors name the file and line, never content."""
-    if media_type != "application/yaml":
-        try:
-            return json.loads(text)
-        except ValueError:
-            raise ReferenceError_(f"{_where(binding)}: file {name!r} is not valid JSON") from None
+    hand-written campaign file), through the one reader's parsers (nesting capped, repeated
+    keys refused). A YAML mapping without `kind` is of the slot's kind when the slot accepts
+    exactly one. Errors name the file and line, never content."""
     try:
-        decoded = yaml.load(text, Loader=_PlainYamlLoader)  # noqa: S506 - a SafeLoader
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f" (line {mark.line + 1})" if mark is not None else ""
-        raise ReferenceError_(f"{_where(binding)}: file {name!r} is not valid YAML{line}") from None
+        if media_type != "application/yaml":
+            return load_json(text, name)
+        decoded = load_yaml(text, name, loader=PlainYamlLoader)
+    except ParseRefused as exc:
+        raise ReferenceError_(f"{_where(binding)}: file {exc}") from None
     if isinstance(decoded, dict) and "kind" not in decoded and len(binding.accepted_kinds) == 1:
         decoded = {"kind": binding.accepted_kinds[0], **decoded}
     return decoded
 
 
 def read_regular_file(path: Path, limit: int, *, what: str, name: str) -> bytes:
-    """At most `limit` bytes of a regular file, refused otherwise without reading it.
-
-    The file is opened with O_NONBLOCK (a FIFO opened for reading would block until a writer
-    appears) and checked with fstat on the open descriptor, so a link is followed but a link to
-    a device, FIFO or socket is refused just like the thing itself. Then at most limit+1 bytes
-    are read: a file that grows after the check cannot make the read unbounded. `what` prefixes
-    every error; `name` is the file's display name (never its full path)."""
+    """At most `limit` bytes of a regular file, refused otherwise without reading it (the one
+    reader, `engine/reading.py: read_bounded`). `what` prefixes every error; `name` is the
+    file's display name (never its full path)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except FileNotFoundError:
-        raise ReferenceError_(f"{what}: file {name!r} not found") from None
-    except IsADirectoryError:
-        raise ReferenceError_(f"{what}: {name!r} is a folder, not a file") from None
-    except OSError as exc:
-        raise ReferenceError_(f"{what}: file {name!r} unreadable ({type(exc).__name__})") from None
-    try:
-        info = os.fstat(fd)
-        if stat.S_ISDIR(info.st_mode):
-            raise ReferenceError_(f"{what}: {name!r} is a folder, not a file")
-        if not stat.S_ISREG(info.st_mode):
-            raise ReferenceError_(
-                f"{what}: {name!r} is not a regular file (a device, FIFO or socket); "
-                "references must be regular files"
-            )
-        if info.st_size > limit:
-            raise ReferenceError_(
-                f"{what}: file {name!r} is {info.st_size} bytes; the slot allows {limit}"
-            )
-        os.set_blocking(fd, True)
-        with os.fdopen(fd, "rb", closefd=False) as handle:
-            raw = handle.read(limit + 1)
-    except OSError as exc:
-        raise ReferenceError_(f"{what}: file {name!r} unreadable ({type(exc).__name__})") from None
-    finally:
-        os.close(fd)
-    if len(raw) > limit:
-        raise ReferenceError_(
-            f"{what}: file {name!r} is over {limit} bytes; the slot allows {limit}"
-        )
-    return raw
+        return read_bounded(path, limit, name=name, allowed=f"the slot allows {limit}")
+    except FileRefused as exc:
+        raise ReferenceError_(f"{what}: {exc}") from None
 
 
 def prepare_file(binding: ResolvedBinding) -> tuple[PreparedReference, list[RunWarning]]:

@@ -43,7 +43,7 @@ from notarius_dagster.engine.resolution import (
     ResolvedPipeline,
     RuntimeBinding,
 )
-from notarius_dagster.engine.transcripts import original_name, stored_transcript
+from notarius_dagster.engine.transcripts import original_name, read_transcript, stored_transcript
 
 Resolve = Callable[[Sequence[RuntimeBinding], Sequence[str]], ResolvedPipeline]
 """Resolves the code location's profile again with runtime references and unbinds."""
@@ -122,12 +122,12 @@ def load_source_document(
     for binding in file_bindings(pipeline):
         prepare_file(binding)
     path = stored_transcript(transcripts, session_id)
-    limit = pipeline.limits.max_transcript_bytes
-    with path.open("rb") as handle:
-        raw = handle.read(limit + 1)  # enough to refuse a bigger file, never the whole of it
     # Errors name the user's file, not the store's copy (same extension, so the same format).
     name = original_name(transcripts, session_id)
     shown = name if name and Path(name).suffix.lower() == path.suffix.lower() else path.name
+    # The one reader: a copy bigger than this profile's limit (stored under another profile's)
+    # is refused with its real size, never read whole.
+    raw = read_transcript(path, name=shown, max_bytes=pipeline.limits.max_transcript_bytes)
     return parse_transcript(
         raw,
         file_name=shown,

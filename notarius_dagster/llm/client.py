@@ -33,6 +33,7 @@ from notarius_dagster.engine.llm_contract import (
     StructuredRung,
 )
 from notarius_dagster.llm._litellm import litellm
+from notarius_dagster.llm.answers import require_choices, without_sent_secrets
 from notarius_dagster.llm.errors import (
     failure_kind,
     provider_error,
@@ -356,7 +357,8 @@ class LiteLLMClient:
                         f"({profile.timeout_s:g} s)",
                     ) from None
                 raise self._error(exc, attempt, sent, api_key) from None
-            return _answer_of(response)
+            require_choices(response, profile.model)  # llm/answers.py: no IndexError, no key
+            return without_sent_secrets(_answer_of(response), api_key, self._api_base)
         raise AssertionError("unreachable: the retry loop returns or raises")
 
     def _error(

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from notarius_dagster.dnd.npcs.model import NPC_ID_PATTERN
-from notarius_dagster.dnd.records import Record
+from notarius_dagster.dnd.records import OneLine, Record
 
 TURN_ID_PATTERN = r"^turn-[0-9]{4,}$"
 
@@ -25,10 +25,10 @@ class CombatTurn(Record):
 
     id: str | None = Field(default=None, pattern=TURN_ID_PATTERN)
     round: int | None = Field(ge=0, le=10_000)
-    actor: str = Field(min_length=1, max_length=120)
+    actor: OneLine = Field(min_length=1, max_length=120)
     actor_npc_id: str | None = Field(pattern=NPC_ID_PATTERN)
     action: str = Field(min_length=1, max_length=300)
-    targets: list[str] = Field(max_length=20)
+    targets: list[OneLine] = Field(max_length=20)
     outcome: CombatOutcome
 
 

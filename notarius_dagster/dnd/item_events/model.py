@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import ConfigDict, Field
 
 from notarius_dagster.dnd.npcs.model import NPC_ID_PATTERN
-from notarius_dagster.dnd.records import Record
+from notarius_dagster.dnd.records import OneLine, Record
 
 ItemEventKind = Literal["acquired", "given", "lost", "used", "bought", "sold", "destroyed"]
 
@@ -20,10 +20,10 @@ class ItemEvent(Record):
 
     model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
     id: str | None = Field(default=None, pattern=r"^item-event-[0-9]{4,}$")
-    item: str = Field(min_length=1, max_length=120)
+    item: OneLine = Field(min_length=1, max_length=120)
     event: ItemEventKind
-    from_: str | None = Field(alias="from", max_length=120)
-    to: str | None = Field(max_length=120)
+    from_: OneLine | None = Field(alias="from", max_length=120)
+    to: OneLine | None = Field(max_length=120)
     from_npc_id: str | None = Field(pattern=NPC_ID_PATTERN)
     to_npc_id: str | None = Field(pattern=NPC_ID_PATTERN)
     quantity: int | None = Field(ge=0, le=1_000_000_000)

@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import Field
 
 from notarius_dagster.dnd.npcs.model import NPC_ID_PATTERN
-from notarius_dagster.dnd.records import Record
+from notarius_dagster.dnd.records import OneLine, Record
 
 InteractionKind = Literal["talk", "trade", "threat", "help", "combat", "other"]
 
@@ -19,8 +19,8 @@ class NpcInteraction(Record):
     (`interaction-0001` in source order)."""
 
     id: str | None = Field(default=None, pattern=r"^interaction-[0-9]{4,}$")
-    npc: str = Field(min_length=1, max_length=120)
+    npc: OneLine = Field(min_length=1, max_length=120)
     npc_id: str | None = Field(pattern=NPC_ID_PATTERN)
-    participants: list[str] = Field(max_length=20)
+    participants: list[OneLine] = Field(max_length=20)
     kind: InteractionKind
     summary: str = Field(max_length=600)

@@ -10,6 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from notarius_dagster.dnd.records import OneLine
 from notarius_dagster.engine.models import SourceRef
 
 SceneKind = Literal["combat", "narrative", "recap", "meta"]
@@ -26,7 +27,7 @@ class SceneDescription(BaseModel):
     start_unit_id: int
     end_unit_id: int
     kind: SceneKind
-    title: str = Field(min_length=1, max_length=120)
+    title: OneLine = Field(min_length=1, max_length=120)
     summary: str = Field(default="", max_length=800)
     source_ref: SourceRef
 

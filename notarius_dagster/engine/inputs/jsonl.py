@@ -14,6 +14,7 @@ from typing import Any
 from notarius_dagster.engine.inputs.base import UTTERANCE, line_error, split_lines
 from notarius_dagster.engine.limits import UNIT_ID_MAX, UNIT_ID_MIN
 from notarius_dagster.engine.models import SourceUnit
+from notarius_dagster.engine.reading import MAX_NESTING, json_nesting
 
 _KEY_SHOWN_CHARS = 40
 
@@ -61,7 +62,13 @@ def _no_constants(name: str) -> Any:
 
 
 def _load_object(line: str, file_name: str, line_no: int) -> dict[str, Any]:
-    """Parse one line into a JSON object, reporting position and kind of problem only."""
+    """Parse one line into a JSON object, reporting position and kind of problem only. A line
+    nested deeper than `MAX_NESTING` is refused before it is parsed (the bracket count is a
+    cheap first look: most lines have one pair of braces)."""
+    if line.count("{") + line.count("[") > MAX_NESTING and json_nesting(line) is not None:
+        raise line_error(
+            file_name, line_no, f"nested deeper than {MAX_NESTING} levels of arrays and objects"
+        )
     try:
         value = json.loads(line, object_pairs_hook=_unique_pairs, parse_constant=_no_constants)
     except _LineProblem as problem:
