@@ -36,6 +36,7 @@ LANE = LaneSpec(
         (("actor", "actor_npc_id"),),
         convert={"outcome": outcome_record},
         gate=SceneGatedCombatExtractor,
+        name_lists=("targets",),
     ),
     slots=(
         ReferenceSlot(name=SCENES_SLOT, required=True, accepted_kinds=(SCENE_KIND,)),
@@ -44,6 +45,8 @@ LANE = LaneSpec(
     ),
     id_prefix="turn",
     support_fields=("actor",),
+    # The actor is the one who speaks: a player's line (mapped by the roster) shows the turn.
+    speaker_acts=True,
     preview_fields=("id", "actor", "round"),
     # A turn by its actor, and its round when both say one.
     gold_match=GoldMatch(name="actor", also=("round",)),
