@@ -15,7 +15,7 @@ LANE = LaneSpec(
     kind="dnd/spell-list",
     record_model=SpellCast,
     answer=AnswerSpec("SpellAnswer", omit=("caster_npc_id",)),
-    modules=event_modules((("caster", "caster_npc_id"),)),
+    modules=event_modules((("caster", "caster_npc_id"),), name_lists=("targets",)),
     slots=(npcs_slot(), roster_slot()),
     id_prefix="spell",
     support_fields=("spell",),
