@@ -1,12 +1,19 @@
-"""How much of what careful readers cite survives the citation cut (engine/support.py,
+"""Two measurements on the gold (`data/gold/`), deterministic, no model.
+
+1. How much of what careful readers cite survives the citation cut (engine/support.py,
 `tighten_citations`), per window: every gold record of the three gold sessions (`data/gold/`)
 is cut with its own citations, its lane's support fields (a list value: any of its spellings)
 and its session's roster bound (so a combat turn's actor is supported by its player's lines,
 as in a run), and the cited units kept are counted per lane, as a share of the units the
 supported records cite. Gold records nothing supports are counted apart (the `support`
 validator drops them; no window changes that).
-Writes benchmarks/results/citation-window.json. Deterministic, no model: run it after changing
-the matching or the window.
+
+2. The citation budgets (`AnswerSpec.max_cited`, docs/lanes.md "Citation budgets"): how many
+units one gold record cites inside one chunk of the complete profile's chunking
+(configs/dnd-complete.yaml), per lane (maximum and 90th percentile), beside each lane's budget.
+
+Writes benchmarks/results/citation-window.json: run it after changing the matching, the window,
+a budget or the chunking.
 
     .venv/bin/python benchmarks/bench_citation_window.py
 """
@@ -27,11 +34,13 @@ import yaml  # noqa: E402
 
 from notarius_dagster.dnd.roster import ROSTER_SLOT, Roster  # noqa: E402
 from notarius_dagster.engine.artifact_kinds import get_kind  # noqa: E402
+from notarius_dagster.engine.chunk_stage import run_chunk_stage  # noqa: E402
 from notarius_dagster.engine.contracts import PreparedReference  # noqa: E402
 from notarius_dagster.engine.digest import digest_of  # noqa: E402
 from notarius_dagster.engine.gold import load_gold  # noqa: E402
 from notarius_dagster.engine.inputs import parse_transcript  # noqa: E402
 from notarius_dagster.engine.lanes import registered_lanes  # noqa: E402
+from notarius_dagster.engine.resolution import resolve_profile_file  # noqa: E402
 from notarius_dagster.engine.support import (  # noqa: E402
     CITATION_WINDOW,
     tighten_citations,
@@ -118,11 +127,44 @@ def main() -> None:
         },
         "lanes": by_lane,
     }
+    out["budgets"] = budgets()
     RESULTS.write_text(json.dumps(out, indent=2) + "\n")
     print(json.dumps(out["kept_share_by_window"]))
     for lane_id, row in by_lane.items():
         print(lane_id, row["records"], row["records_nothing_supports"], row["kept_share_by_window"])
 
+    for lane_id, row in out["budgets"].items():
+        print("budget", lane_id, row)
+
+
+def budgets() -> dict[str, Any]:
+    """Per lane with a citation budget: units one gold record cites within one chunk."""
+    pipeline = resolve_profile_file(ROOT / "configs" / "dnd-complete.yaml")
+    per_lane: dict[str, list[int]] = {}
+    for session in ROSTERS:
+        gold = load_gold(ROOT / "data" / "gold" / f"{session}.json")
+        path = ROOT / gold.source.file
+        doc = parse_transcript(path.read_bytes(), file_name=path.name, source_id=session)
+        chunk_map = run_chunk_stage(pipeline.chunk, doc, session_id=session).chunk_map
+        assert chunk_map is not None
+        for lane_id, records in gold.lanes.items():
+            for chunk in chunk_map.chunks:
+                inside = set(chunk.unit_ids)
+                per_lane.setdefault(lane_id, []).extend(
+                    n for r in records if (n := len(inside & set(r.unit_ids)))
+                )
+    out: dict[str, Any] = {}
+    for lane in registered_lanes().values():
+        counts = sorted(per_lane.get(lane.lane_id, []))
+        if lane.answer.per_chunk or not counts:
+            continue
+        out[lane.lane_id] = {
+            "budget": lane.answer.max_cited,
+            "record_chunk_pairs": len(counts),
+            "max": counts[-1],
+            "p90": counts[int(len(counts) * 0.9)],
+        }
+    return out
 
 
 if __name__ == "__main__":

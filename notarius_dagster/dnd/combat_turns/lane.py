@@ -29,6 +29,7 @@ LANE = LaneSpec(
         item_name="CombatTurnAnswerItem",
         doc="What the model is asked for: the turn and the unit ids (the `[n]` markers) it cites.",
         max_items=60,
+        max_cited=20,  # citation budget (docs/lanes.md, "Citation budgets")
         omit=("actor_npc_id",),
         fields={"outcome": (OutcomeAnswer, Field(default_factory=OutcomeAnswer))},
     ),

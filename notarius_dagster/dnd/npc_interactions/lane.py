@@ -16,7 +16,10 @@ LANE = LaneSpec(
     kind="dnd/npc-interaction-list",
     record_model=NpcInteraction,
     answer=AnswerSpec(
-        "InteractionAnswer", omit=("npc_id",), defaults={"kind": "other", "summary": ""}
+        "InteractionAnswer",
+        omit=("npc_id",),
+        defaults={"kind": "other", "summary": ""},
+        max_cited=20,  # citation budget (docs/lanes.md, "Citation budgets")
     ),
     # The NPC side is never a party member (dropped and counted, like PCs in `npcs`).
     modules=event_modules(
