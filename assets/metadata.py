@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 from dagster import MetadataValue
 
-from notarius_dagster.dnd.roster import ROSTER_SLOT, dropped_count
+from notarius_dagster.dnd.roster import ROSTER_SLOT, dm_dropped_count, dropped_count
 from notarius_dagster.engine.artifact_kinds import get_kind
 from notarius_dagster.engine.lane_runner import LaneResult
 
@@ -75,8 +75,11 @@ def lane_metadata(result: LaneResult) -> dict[str, Any]:
 
 
 def roster_metadata(result: LaneResult) -> dict[str, Any]:
-    """With a roster bound: how many records it dropped as player characters (counted from
-    the lane's count-only warnings, which reused extractions keep too)."""
+    """With a roster bound: how many records it dropped as player characters and as the DM's
+    label (counted from the lane's count-only warnings, which reused extractions keep too)."""
     if not any(ref.get("slot") == ROSTER_SLOT for ref in result.references):
         return {}
-    return {"party_records_dropped": dropped_count(result.warnings)}
+    return {
+        "party_records_dropped": dropped_count(result.warnings),
+        "dm_records_dropped": dm_dropped_count(result.warnings),
+    }

@@ -100,8 +100,11 @@ def _run_in_workers(args: argparse.Namespace, paths: list[Path], jobs: int) -> i
 
     start_forkserver()  # no job announced: the workers run in process and build their own
     open_instance().dispose()  # created once here: workers creating it at once would race
+    server = _offline_server(args)  # the bundled model, loaded once for every session
     context = multiprocessing.get_context("forkserver")
-    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=stop_on_sigterm)
+    pool = ProcessPoolExecutor(
+        max_workers=jobs, mp_context=context, initializer=_start_worker, initargs=(server,)
+    )
     try:
         statuses = list(pool.map(_run_one_quietly, [args] * len(paths), paths))
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the workers stop their runs too
@@ -111,6 +114,28 @@ def _run_in_workers(args: argparse.Namespace, paths: list[Path], jobs: int) -> i
         raise
     pool.shutdown()
     return max(statuses)
+
+
+def _offline_server(args: argparse.Namespace) -> str | None:
+    """This process's offline model server for the profile, if it uses the bundled model: the
+    workers, forked from a forkserver started before it, adopt its address (runner.py)."""
+    from notarius_dagster.runner import offline_server_for
+
+    store = store_paths(data=args.data, bundles=args.out)
+    return offline_server_for(
+        profile=Path(args.config),
+        data_root=store.root,
+        bundles_root=store.bundles,
+        llm_profile=args.llm_profile,
+    )
+
+
+def _start_worker(offline_server: str | None) -> None:
+    """A worker's start: SIGTERM stops its run, and its lanes use the command's model server."""
+    from notarius_dagster.runner import adopt_offline_server
+
+    stop_on_sigterm()
+    adopt_offline_server(offline_server)
 
 
 def _run_one_quietly(args: argparse.Namespace, path: Path) -> int:

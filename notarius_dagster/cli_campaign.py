@@ -124,12 +124,30 @@ def _codex_tables(codex: Codex) -> list[Table]:
     ]
 
 
+def _not_an_npc(codex: Codex, key: str) -> str:
+    """Why no NPC answers to `key`: a party member or the DM's label is named as the roster
+    writes it (never the user's own text); otherwise there is no such NPC."""
+    from notarius_dagster.campaign.build import person_key
+
+    for member in codex.party:
+        if key in {person_key(n) for n in [member.character, *member.aliases, *member.labels]}:
+            return (
+                f"{member.character} is a party member of campaign {codex.campaign!r} "
+                f"(played by {', '.join(member.labels)}), not an NPC: the codex lists only "
+                "non-player characters"
+            )
+    for label in codex.dm:
+        if key == person_key(label):
+            return f"{label} is the DM's label in campaign {codex.campaign!r}, never a character"
+    return f"no NPC of campaign {codex.campaign!r} has that name or alias"
+
+
 def cmd_campaign_show(args: argparse.Namespace) -> int:
     """Print the codex of CAMPAIGN (BUNDLES/.campaigns/CAMPAIGN/codex.json)."""
     from rich.console import Console
 
+    from notarius_dagster.campaign.build import person_key
     from notarius_dagster.campaign.store import CodexError, load_codex, page_path
-    from notarius_dagster.dnd.roster import name_key
 
     bundles = bundles_root(args)
     try:
@@ -144,12 +162,14 @@ def cmd_campaign_show(args: argparse.Namespace) -> int:
         print(json.dumps(codex.model_dump(mode="json", by_alias=True), indent=2))
         return EXIT_OK
     if args.npc:
-        key = name_key(args.npc)
+        key = person_key(args.npc)
         found = [
-            n for n in codex.npcs if key in {name_key(n.name), *(name_key(a) for a in n.aliases)}
+            n
+            for n in codex.npcs
+            if key in {person_key(n.name), *(person_key(a) for a in n.aliases)}
         ]
         if not found:
-            raise CommandError(f"no NPC of campaign {args.campaign!r} has that name or alias")
+            raise CommandError(_not_an_npc(codex, key))
         for npc in found:
             console.print(_npc_history(npc))
             for m in npc.merges:

@@ -103,12 +103,21 @@ def session_job(
     llm_profile: str | None,
     lanes: list[str] | None,
     pipeline_digest: str | None = None,
+    offline_server: str | None = None,
 ) -> JobDefinition:
     """The session job rebuilt from plain arguments: what each step process of a parallel run
     calls (through `build_reconstructable_job`) to load the same code location. A job built
     earlier from the same arguments is reused when it was built from the pipeline the run
-    resolved (`pipeline_digest`); a profile edited since is built afresh."""
+    resolved (`pipeline_digest`); a profile edited since is built afresh.
+
+    `offline_server` is the run's offline model server as the run process exported it (the
+    value of the offline module's SERVER_ENV). A step process is forked from a forkserver that
+    `notarius run` started before that server existed, so it does not inherit the variable;
+    this is the first code of the run every step process executes, so it adopts it here and
+    its lane uses that server instead of loading the model again."""
     from notarius_dagster.definitions import definitions_for, run_pipeline
+
+    adopt_offline_server(offline_server)
 
     key = _job_key(profile, data_root, bundles_root, llm_profile, lanes)
     held = _JOBS.get(key)
@@ -126,6 +135,46 @@ def session_job(
     return job
 
 
+def adopt_offline_server(address: str | None) -> None:
+    """Use the offline model server `address` names (the offline module's SERVER_ENV value,
+    exported by the process that started it) in this process, so a lane here does not load
+    the model again. For processes forked from a forkserver that started before the server
+    did: they do not inherit the variable. None: nothing to adopt."""
+    if address:
+        from notarius_dagster.llm.offline import SERVER_ENV
+
+        os.environ[SERVER_ENV] = address
+
+
+def offline_server_for(
+    *, profile: Path, data_root: Path, bundles_root: Path, llm_profile: str | None
+) -> str | None:
+    """Start (or reuse) this process's offline model server for `profile`'s LLM profile and
+    return its address for other processes to adopt (`adopt_offline_server`): what `notarius
+    run` does once for the sessions its workers run. None when the profile does not use the
+    bundled model, does not resolve (each session's run reports why) or the server cannot
+    start (the lanes fail with the reason, as always)."""
+    from notarius_dagster.definitions import run_pipeline
+    from notarius_dagster.engine.errors import NotariusError
+    from notarius_dagster.llm.offline import SERVER_ENV, export_shared_server
+    from notarius_dagster.llm.profiles import LLMProfile
+
+    settings = run_settings(
+        profile=profile, data_root=data_root, bundles_root=bundles_root, llm_profile=llm_profile
+    )
+    try:
+        llm = LLMProfile.model_validate(run_pipeline(settings).pipeline.llm_profile)
+    except NotariusError:
+        return None
+    if llm.server != "llama-cpp":
+        return None
+    try:
+        export_shared_server(llm)
+    except LLMUnavailableError:
+        return None
+    return os.environ.get(SERVER_ENV)
+
+
 def _job_key(
     profile: str, data_root: str, bundles_root: str, llm_profile: str | None, lanes: Any
 ) -> str:
@@ -136,8 +185,12 @@ def _remember_job(job_arguments: dict[str, Any], job: JobDefinition) -> None:
     """The job this process already built for a run, kept under the arguments its step
     processes will ask for, so `execute_job` does not build it again here."""
     digest = job_arguments["pipeline_digest"]
-    key = _job_key(**{k: v for k, v in job_arguments.items() if k != "pipeline_digest"})
+    key = _job_key(**{k: v for k, v in job_arguments.items() if k in _KEY_ARGUMENTS})
     _JOBS[key] = (digest, job)
+
+
+_KEY_ARGUMENTS = ("profile", "data_root", "bundles_root", "llm_profile", "lanes")
+"""The job arguments that say which job it is (the rest say how the run uses it)."""
 
 
 def run_session(
@@ -208,7 +261,7 @@ def run_session(
         if staleness.up_to_date:
             selection = list(staleness.stale)
     if parallel and not instance.is_ephemeral:
-        from notarius_dagster.llm.offline import export_shared_server
+        from notarius_dagster.llm.offline import SERVER_ENV, export_shared_server
         from notarius_dagster.llm.profiles import LLMProfile
 
         # The offline model loads once, here, for every step process of this run (and of
@@ -216,6 +269,8 @@ def run_session(
         with contextlib.suppress(LLMUnavailableError):  # the lanes fail with it, as always
             export_shared_server(LLMProfile.model_validate(plan.pipeline.llm_profile))
         job_arguments["pipeline_digest"] = plan.pipeline.digest
+        # Step processes adopt it from their job's arguments (see `session_job`).
+        job_arguments["offline_server"] = os.environ.get(SERVER_ENV)
         _remember_job(job_arguments, defs.resolve_job_def(SESSION_JOB_NAME))
         result: Any = execute_job(
             build_reconstructable_job(

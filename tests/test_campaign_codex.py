@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -22,6 +23,7 @@ from notarius_dagster.campaign.store import (
     publish_codex,
     read_index,
 )
+from notarius_dagster.cli import main
 from notarius_dagster.dnd.roster import Roster, RosterIndex, name_key
 from notarius_dagster.engine.bundle import remove_bundle
 from tests.campaign_sessions import ROSTER, SLICES, publish_session, read_codex, session_lanes
@@ -276,7 +278,7 @@ def test_merges_each_with_its_reason() -> None:
     fiddler = entry(codex, "Desmond Moondrop")
     assert fiddler.sessions == [E1, E3] and fiddler.name == "Desmond Moondrop"
     assert [(m.session, m.to_session, m.reason, m.key) for m in fiddler.merges] == [
-        (E3, E1, "declared_alias", "the fiddler")
+        (E3, E1, "declared_alias", "fiddler")  # compared without the leading article
     ]
     toya = entry(codex, "Toya the Vivid Voice")
     assert toya.name == "Toya" and toya.known and toya.merges[0].reason == "roster_npc"
@@ -296,7 +298,7 @@ def test_weaker_signals_are_listed_as_possibly_the_same_never_merged() -> None:
     assert bosun.id != strongman.id and jonas.id != enon.id
     pairs = {(p.a, p.b): (p.reason, p.key) for p in codex.possibly_same}
     assert pairs[tuple(sorted((bosun.id, strongman.id)))] == ("name_within_name", "bosun")
-    assert pairs[tuple(sorted((jonas.id, enon.id)))] == ("shared_alias", "the old man")
+    assert pairs[tuple(sorted((jonas.id, enon.id)))] == ("shared_alias", "old man")
     # "Twin" declares both twins of 2x01: it joins one of them, never both into one person
     twin_a, twin_b = holding(codex, E1, "Twin A"), holding(codex, E1, "Twin B")
     assert twin_a.id != twin_b.id
@@ -379,3 +381,80 @@ def test_the_codex_does_not_depend_on_publication_order(
     published = publish_codex(bundles, roster())
     assert codex_text(published.codex) == expected
     assert json.dumps(read_codex(bundles), indent=2, ensure_ascii=False) + "\n" == expected
+
+
+# ---- the table is not the world: articles, the party, the DM, merge keys by name ----
+
+
+def test_a_roster_npc_with_a_leading_article_links_the_name_without_it() -> None:
+    lanes = {
+        E1: {NPC: npcs(E1, ("Gentleman", []))},
+        E3: {NPC: npcs(E3, ("the gentleman", []))},
+    }
+    codex = build_codex(roster(), lanes)
+    [gentleman] = [n for n in codex.npcs if "entleman" in n.name]
+    assert gentleman.known and gentleman.name == "The Gentleman"  # the roster's name
+    assert gentleman.sessions == [E1, E3]
+
+
+def test_a_roster_npc_merge_key_is_the_npcs_name_not_its_roster_position() -> None:
+    kylre = entry(build_codex(roster(), HANDMADE), "Kylre")
+    assert [(m.reason, m.key) for m in kylre.merges] == [("roster_npc", "kylre")]
+
+
+def dm_lanes() -> dict[str, dict[str, Any]]:
+    """Lanes published before the DM rules (or without a roster): MATT as an NPC, an item
+    holder and a caster; Jester as an NPC."""
+    return {
+        E1: {
+            NPC: npcs(E1, ("MATT", []), ("Jester", []), ("Gustav", [])),
+            ITEM: items(
+                E1, ("sickle", "given", "MATT", "Yasha"), ("gold", "acquired", None, "MATT")
+            ),
+            SPELL: spells(E1, ("MATT", "Fire Bolt"), ("Caleb", "Fire Bolt")),
+        }
+    }
+
+
+def test_the_dms_label_is_never_a_codex_npc_holder_or_caster() -> None:
+    codex = build_codex(roster(), dm_lanes())
+    assert codex.dm == ["MATT"]
+    assert [n.name for n in codex.npcs] == ["Gustav Fletching"]  # no MATT, no Jester
+    holders = {h.item_key: (h.status, h.holder) for h in codex.item_holders}
+    assert holders == {"sickle": ("held", "Yasha"), "gold": ("unknown", None)}
+    assert codex.item_events[0].from_ is None
+    assert [(c.caster, c.count) for c in codex.spells_by_caster] == [("Caleb", 1)]
+    assert [(s.spell, s.count, s.casters) for s in codex.spells] == [("Fire Bolt", 1, ["Caleb"])]
+
+
+def show(tmp_path: Path, *args: str) -> int:
+    return main(["campaign", "show", "mighty-nein", "--bundles", str(tmp_path), *args])
+
+
+def test_campaign_show_says_a_party_member_or_the_dm_is_no_npc(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for session, by_kind in dm_lanes().items():
+        publish_session(tmp_path, session, by_kind)
+    publish_codex(tmp_path, roster())
+    assert show(tmp_path, "--npc", "jester lavorre") == 1
+    err = capsys.readouterr().err
+    assert "Jester is a party member" in err and "played by LAURA" in err and "lavorre" not in err
+    assert show(tmp_path, "--npc", "LAURA") == 1
+    assert "Jester is a party member" in capsys.readouterr().err
+    assert show(tmp_path, "--npc", "Matt") == 1
+    assert "MATT is the DM's label" in capsys.readouterr().err
+    assert show(tmp_path, "--npc", "Nobody") == 1
+    assert "no NPC of campaign 'mighty-nein' has that name" in capsys.readouterr().err
+    assert show(tmp_path, "--npc", "the gustav fletching", "--width", "200") == 0
+
+
+def test_campaign_show_prints_a_roster_merge_by_the_npcs_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for session, by_kind in HANDMADE.items():
+        publish_session(tmp_path, session, by_kind)
+    publish_codex(tmp_path, roster())
+    assert show(tmp_path, "--npc", "Kylre", "--width", "200") == 0
+    out = capsys.readouterr().out
+    assert "roster_npc (kylre)" in out and "known npc" not in out

@@ -1,6 +1,7 @@
 """Citations that cannot be invented: every unit renders as one prompt line (no unit can forge
 another's `[id]` marker), and the schema sent with each request only admits the chunk's own
-units, so a model that cites a unit outside its chunk is refused by the structured client."""
+units, so a model that cites a unit outside its chunk is refused by the structured client; and
+each lane's citation budget bounds how many units one record of an answer may cite."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from notarius_dagster.engine.chunking import (
 )
 from notarius_dagster.engine.contracts import ExtractRequest, RunContext
 from notarius_dagster.engine.inputs import document_digest
+from notarius_dagster.engine.lanes import registered_lanes
 from notarius_dagster.engine.models import SourceDocument, SourceUnit
 from notarius_dagster.llm.client import LiteLLMClient
 from notarius_dagster.llm.test_double import double_profile, scripted_llm
@@ -151,3 +153,46 @@ def test_the_per_request_schema_leaves_the_lanes_schema_alone() -> None:
     assert json.dumps(extractor.answer_schema, sort_keys=True) == base
     scene = {"type": "object", "properties": {"kind": {"type": "string"}}}
     assert constrain_citations(scene, [1, 2]) is scene  # no citations, nothing to constrain
+
+
+def test_each_lane_sends_its_citation_budget_and_the_client_refuses_more() -> None:
+    """The budget is in the schema sent (a schema-honouring decoder cannot exceed it: the
+    bundled model used to spend its whole answer on 50 consecutive ids), and an answer that
+    exceeds it anyway fails validation."""
+    budgets = {
+        lane.lane_id: lane.answer_model.model_json_schema()["$defs"][lane.answer.model_item_name()][
+            "properties"
+        ]["unit_ids"]["maxItems"]
+        for lane in registered_lanes().values()
+        if lane.kind.startswith("dnd/") and not lane.answer.per_chunk
+    }
+    assert budgets == {
+        "npcs": 20,
+        "combat-turns": 20,
+        "npc-interactions": 20,
+        "spells": 12,
+        "item-events": 8,
+    }
+    units = tuple(
+        SourceUnit(unit_id=i, text=f"Gustav speaks ({i}).", metadata={"speaker": "DM"})
+        for i in range(30)
+    )
+    doc = SourceDocument(
+        source_id="s1",
+        media_type="application/x-ndjson",
+        units=units,
+        digest=document_digest(units),
+    )
+    answer = json.dumps(
+        {
+            "npcs": [
+                {"name": "Gustav", "aliases": [], "description": "", "unit_ids": list(range(21))}
+            ]
+        }
+    )
+    with scripted_llm(lambda messages, fmt: answer):
+        client = LiteLLMClient(double_profile(), retry_backoff_s=0.0)
+        extractor = CATALOG.build("extract", "dnd.npcs.extract", {})
+        out = extractor.extract(request_for(doc, slice(0, 30), client))
+    assert out.payload is None
+    assert any("unit_ids: maxItems" in e for e in out.schema_errors)

@@ -1,7 +1,9 @@
 """Records verified against what they cite: the `support` record validator drops a record whose
 supported field (its lane's `support_fields`) none of its cited units mentions, records each
 drop (rejected.json entry with the record index, manifest and asset counts), and keeps the
-other records of the chunk."""
+other records of the chunk; a kept record's citations are cut to the units that support it
+plus a window (`citations_trimmed`, counted in a warning); a player's own line supports their
+character only as a combat turn's actor."""
 
 from __future__ import annotations
 
@@ -17,7 +19,14 @@ from notarius_dagster.engine.inputs import document_digest
 from notarius_dagster.engine.lanes import registered_lanes
 from notarius_dagster.engine.manifest import lane_summary
 from notarius_dagster.engine.models import SourceDocument, SourceUnit
-from notarius_dagster.engine.support import mentions, tokens, unsupported_records
+from notarius_dagster.engine.support import (
+    CITATION_WINDOW,
+    mentions,
+    tighten_citations,
+    tokens,
+    unsupported_records,
+)
+from notarius_dagster.engine.validators import TRIMMED_CODE
 from tests.doubles import units_in
 from tests.lane_doubles import RecordingClient, complete_pipeline, run_one_lane
 
@@ -170,3 +179,137 @@ def test_the_runner_drops_unsupported_records_and_records_each_one() -> None:
     summary = lane_summary(result, pipeline)
     assert summary.records_rejected == 3 and summary.chunks.rejected == 0
     assert summary.rejections == 3
+
+
+def test_a_players_own_line_supports_their_character_only_as_a_turns_actor() -> None:
+    from notarius_dagster.dnd.roster import ROSTER_SLOT
+    from tests.test_roster import roster_reference
+
+    refs = {ROSTER_SLOT: roster_reference()}  # the sample roster: LAURA plays Jester
+    met = get_kind("dnd/npc-interaction-list")
+    assert met.support_fields == ("npc",) and not met.speaker_acts
+    payload = {
+        "kind": met.kind,
+        "schema_version": "v1",
+        "source_id": "s1",
+        "npc_interactions": [
+            {
+                "id": None,
+                "npc": "Jester",
+                "npc_id": None,
+                "participants": [],
+                "kind": "talk",
+                "summary": "",
+                "source_refs": ref(1),  # LAURA: "I wave back at him."
+            }
+        ],
+    }
+    assert list(unsupported_records(met, payload, document(), refs)) == [0]
+    turns = get_kind("dnd/combat-turn-list")
+    assert turns.speaker_acts  # the actor is the one who speaks
+    turn = {
+        "kind": turns.kind,
+        "schema_version": "v1",
+        "source_id": "s1",
+        "combat_turns": [
+            {
+                "id": None,
+                "round": None,
+                "actor": "Jester",
+                "actor_npc_id": None,
+                "action": "waves",
+                "targets": [],
+                "outcome": {"hit": None, "damage": None, "effect": None},
+                "source_refs": ref(1),
+            }
+        ],
+    }
+    assert unsupported_records(turns, turn, document(), refs) == {}
+
+
+def long_document(mentions_at: list[int], size: int = 60, name: str = "Caleb") -> SourceDocument:
+    """`size` units numbered from 2000; `name` is said on the units at `mentions_at`."""
+    units = tuple(
+        SourceUnit(
+            unit_id=2000 + i,
+            text=f"{name} raises a hand." if i in mentions_at else "The rain keeps falling.",
+            metadata={"speaker": "MATT"},
+        )
+        for i in range(size)
+    )
+    return SourceDocument(
+        source_id="s1",
+        media_type="application/x-ndjson",
+        units=units,
+        digest=document_digest(units),
+    )
+
+
+def spell_payload(spell: str, start: int, end: int) -> dict[str, Any]:
+    return {
+        "kind": "dnd/spell-list",
+        "schema_version": "v1",
+        "source_id": "s1",
+        "spells": [
+            {
+                "id": None,
+                "caster": "Caleb",
+                "caster_npc_id": None,
+                "spell": spell,
+                "level": None,
+                "targets": [],
+                "outcome": None,
+                "source_refs": [{"source_id": "s1", "start_unit_id": start, "end_unit_id": end}],
+            }
+        ],
+    }
+
+
+def test_a_broad_citation_is_cut_to_the_units_that_mention_the_record_plus_the_window() -> None:
+    # the issue's case: a "spell" named Caleb cites 50 units (2004-2053), 4 of them say Caleb
+    doc = long_document(mentions_at=[10, 11, 30, 52])
+    kind = get_kind("dnd/spell-list")
+    tightened = tighten_citations(kind, spell_payload("Caleb", 2004, 2053), doc)
+    refs = tightened.payload["spells"][0]["source_refs"]
+    assert CITATION_WINDOW == 2
+    assert [(r["start_unit_id"], r["end_unit_id"]) for r in refs] == [
+        (2008, 2013),  # 2010 and 2011, two units either side
+        (2028, 2032),  # 2030
+        (2050, 2053),  # 2052: the window stops where the citation did (2054 was not cited)
+    ]
+    assert (tightened.records, tightened.units) == (1, 50 - 15)
+
+
+def test_a_tight_citation_and_a_record_nothing_supports_are_left_as_they_are() -> None:
+    doc = long_document(mentions_at=[10])
+    kind = get_kind("dnd/spell-list")
+    tight = spell_payload("Caleb", 2008, 2012)
+    assert tighten_citations(kind, tight, doc).payload is tight
+    unsupported = spell_payload("Fireball", 2004, 2053)  # the support validator drops it
+    assert tighten_citations(kind, unsupported, doc).payload is unsupported
+
+
+def answer_whole_chunk(messages: list[dict[str, Any]], schema: Any) -> str:
+    """Every NPC cites every unit of its chunk (a broad citation)."""
+    ids = [u for u, _, _ in units_in(messages)]
+    return json.dumps(
+        {"npcs": [{"name": "Gustav", "aliases": [], "description": "", "unit_ids": ids}]}
+    )
+
+
+def test_the_runner_cuts_broad_citations_and_says_so_in_a_count_only_warning() -> None:
+    lane = complete_pipeline().lane("npcs")
+    doc = long_document(mentions_at=[3], size=40, name="Gustav")
+    chunks = [make_chunk(doc, 0, doc.units[0:20]), make_chunk(doc, 1, doc.units[20:40])]
+    result = run_one_lane(lane, doc, chunks, client=RecordingClient(answer_whole_chunk))
+    assert result.payload is not None
+    [gustav] = result.payload["npcs"]
+    assert [(r["start_unit_id"], r["end_unit_id"]) for r in gustav["source_refs"]] == [(2001, 2005)]
+    [trimmed] = [w for w in result.warnings if w.code == TRIMMED_CODE]
+    assert (trimmed.stage, trimmed.lane, trimmed.chunk_id) == ("extract", "npcs", "chunk-0000")
+    assert trimmed.message.startswith("1 record(s) cited units more than 2 units") and (
+        "15 such unit(s) removed" in trimmed.message
+    )
+    assert "Gustav" not in trimmed.message
+    # chunk 1 never says Gustav: its record is dropped by `support`, not cut
+    assert [r.chunk_id for r in result.rejections if r.validator == "support"] == ["chunk-0001"]

@@ -12,10 +12,12 @@ from typing import Any
 import pytest
 
 from notarius_dagster.dnd.roster import (
+    DM_CODE,
     DROPPED_CODE,
     ROSTER_SLOT,
     Roster,
     RosterIndex,
+    dm_dropped_count,
     dropped_count,
 )
 from notarius_dagster.engine.checkpoints import FileCheckpointStore
@@ -131,6 +133,128 @@ def test_asset_metadata_counts_the_dropped_records() -> None:
     assert "party_records_dropped" not in lane_metadata(result)  # no roster bound: no key
 
 
+# ---- the party is never the NPC side of an interaction ----
+
+
+def interaction(npc: str, unit: int, participants: list[str] | None = None) -> dict[str, Any]:
+    return {
+        "npc": npc,
+        "participants": participants or [],
+        "kind": "talk",
+        "summary": "",
+        "unit_ids": [unit],
+    }
+
+
+def test_an_interaction_whose_npc_is_a_party_member_is_dropped_and_counted() -> None:
+    doc, chunks = sample()
+    refs = {ROSTER_SLOT: roster_reference()}
+    unit = chunks[0].unit_ids[0]
+    answer = {
+        "npc_interactions": [
+            interaction("Jester", unit),  # a character
+            interaction("LAURA", unit),  # her player's label: Jester too
+            interaction("Gustav", unit, ["Jester"]),  # an NPC: kept, Jester takes part
+        ]
+    }
+    request = extract_request(doc, chunks[0], "npc-interactions", refs)
+    payload, warnings = answer_payload("dnd.npc_interactions.extract", answer, request)
+    assert [(r["npc"], r["participants"]) for r in payload["npc_interactions"]] == [
+        ("Gustav", ["Jester"])
+    ]
+    assert dropped_count(warnings) == 2
+    assert all("Jester" not in w.message and "LAURA" not in w.message for w in warnings)
+    plain = extract_request(doc, chunks[0], "npc-interactions", {})
+    payload, _ = answer_payload("dnd.npc_interactions.extract", answer, plain)
+    assert len(payload["npc_interactions"]) == 3  # no roster: nothing known to drop
+
+
+# ---- the DM's label is never a character ----
+
+
+def test_the_dms_label_is_never_an_npc_actor_caster_or_item_holder() -> None:
+    doc, chunks = sample()
+    refs = {ROSTER_SLOT: roster_reference()}
+    unit = chunks[0].unit_ids[0]
+
+    def extract(lane: str, module: str, answer: dict[str, Any]) -> tuple[Any, list[Any]]:
+        return answer_payload(module, answer, extract_request(doc, chunks[0], lane, refs))
+
+    npc = {"name": "MATT", "aliases": [], "description": "", "unit_ids": [unit]}
+    other = {"name": "Gustav", "aliases": ["Matt"], "description": "", "unit_ids": [unit]}
+    payload, warnings = extract("npcs", "dnd.npcs.extract", {"npcs": [npc, other]})
+    assert [(r["name"], r["aliases"]) for r in payload["npcs"]] == [("Gustav", [])]
+    assert dm_dropped_count(warnings) == 1
+    turn = {
+        "round": 1,
+        "action": "attack",
+        "outcome": {"hit": True, "damage": None, "effect": None},
+        "unit_ids": [unit],
+    }
+    payload, warnings = extract(
+        "combat-turns",
+        "dnd.combat_turns.extract",
+        {
+            "combat_turns": [
+                {**turn, "actor": "MATT", "targets": []},
+                {**turn, "actor": "Beau", "targets": ["MATT", "goblin"]},
+            ]
+        },
+    )
+    assert [(r["actor"], r["targets"]) for r in payload["combat_turns"]] == [("Beau", ["goblin"])]
+    assert dm_dropped_count(warnings) == 1
+    cast = {"spell": "Fire Bolt", "level": 0, "outcome": None, "unit_ids": [unit]}
+    payload, warnings = extract(
+        "spells",
+        "dnd.spells.extract",
+        {
+            "spells": [
+                {**cast, "caster": "MATT", "targets": []},
+                {**cast, "caster": "LIAM", "targets": ["Matt"]},
+            ]
+        },
+    )
+    assert [(r["caster"], r["targets"]) for r in payload["spells"]] == [("Caleb", [])]
+    event = {"event": "given", "quantity": None, "unit_ids": [unit]}
+    payload, warnings = extract(
+        "item-events",
+        "dnd.item_events.extract",
+        {"item_events": [{**event, "item": "sickle", "from": "MATT", "to": "Yasha"}]},
+    )
+    assert [(r["item"], r["from"], r["to"]) for r in payload["item_events"]] == [
+        ("sickle", None, "Yasha")
+    ]
+    [warning] = [w for w in warnings if w.code == DM_CODE]
+    assert warning.message.startswith("0 record(s)") and "1 other name(s)" in warning.message
+    assert all("MATT" not in w.message and "Matt" not in w.message for w in warnings)
+
+
+def test_the_dms_label_cannot_also_be_a_party_members() -> None:
+    doc = _roster_doc()
+    doc["dm"] = ["LAURA"]
+    with pytest.raises(ValueError, match="dm: 'LAURA' is also a name or label of a party member"):
+        Roster.model_validate(doc)
+
+
+def test_asset_metadata_counts_the_records_the_dms_label_dropped() -> None:
+    from assets.metadata import lane_metadata
+    from notarius_dagster.engine.models import RunWarning
+
+    warning = RunWarning(
+        stage="extract", code=DM_CODE, message="3 record(s) named the DM's label as a character"
+    )
+    result = run_one_lane(with_roster().lane("npcs"), *sample_one_chunk())
+    with_warning = result.model_copy(
+        update={"references": ({"slot": ROSTER_SLOT},), "warnings": (*result.warnings, warning)}
+    )
+    assert lane_metadata(with_warning)["dm_records_dropped"] == 3
+
+
+def sample_one_chunk() -> tuple[SourceDocument, list[Chunk]]:
+    doc, chunks = sample()
+    return doc, chunks[:1]
+
+
 # ---- speaker labels name characters ----
 
 
@@ -202,6 +326,7 @@ def test_the_prompt_names_the_party_and_only_with_a_roster() -> None:
     sent = client.requests[0]
     lane_text = sent.instructions
     assert "Jester (played by LAURA)" in lane_text and "Yasha (played by ASHLEY)" in lane_text
+    assert "MATT: the Dungeon Master, never a character." in lane_text
     assert "Laura Bailey" not in lane_text  # the label the transcript uses, not the person
     plain = RecordingClient()
     run_one_lane(complete_pipeline().lane("npcs"), doc, chunks[:1], client=plain)

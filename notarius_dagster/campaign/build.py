@@ -8,7 +8,13 @@ different sessions are linked only by a strong signal — the same normalized na
 the same known NPC of the roster (`roster_npc`) — and linked appearances form one entry (a
 link that would put two records of one session into one entry is refused: that session's npcs
 lane said they are two people). Weaker signals (a shared alias only, one name inside the other)
-are listed as `possibly_same`, never merged."""
+are listed as `possibly_same`, never merged. Names are compared without a leading article
+(`person_key`: "The Gentleman" is "Gentleman").
+
+The roster's party and DM labels are the table, not the world: an appearance named by a party
+member or the DM's label is left out, an item's `from`/`to` that is the DM's label counts as
+unsaid, and a casting whose caster is the DM's label is left out (bundles published before the
+lanes applied these rules, or without a roster, may still hold such records)."""
 
 from __future__ import annotations
 
@@ -22,6 +28,7 @@ from notarius_dagster.campaign.model import (
     CasterSpells,
     Codex,
     CodexNpc,
+    CodexPartyMember,
     CodexScene,
     CodexSession,
     ItemEvent,
@@ -31,7 +38,7 @@ from notarius_dagster.campaign.model import (
     PossiblySame,
     SpellTotal,
 )
-from notarius_dagster.dnd.roster import Roster, name_key
+from notarius_dagster.dnd.roster import Roster, RosterIndex, name_key
 from notarius_dagster.engine.digest import digest_of
 from notarius_dagster.engine.models import SourceRef
 
@@ -46,6 +53,7 @@ SessionLanes = Mapping[str, Mapping[str, Any]]
 """One published session: lane kind -> its accepted artifact (as published)."""
 
 _ARTICLE = re.compile(r"^(?:a|an|the|some|his|her|their|my|our)\s+")
+_PERSON_ARTICLE = re.compile(r"^\s*(?:a|an|the)\s+(?=\S)", re.IGNORECASE)
 _STRENGTH: dict[MergeReason, int] = {"roster_npc": 0, "same_name": 1, "declared_alias": 2}
 MIN_TOKEN = 3
 
@@ -53,6 +61,13 @@ MIN_TOKEN = 3
 def item_key(name: str) -> str:
     """An item's ledger key: its normalized name without a leading article or possessive."""
     return _ARTICLE.sub("", name_key(name))
+
+
+def person_key(name: str) -> str:
+    """A character's codex key: its normalized name without a leading article ("The
+    Gentleman" and "Gentleman" are one key; "The" alone stays "the", and "A-Bo" keeps its
+    "a": the article is a word followed by a space as written)."""
+    return name_key(_PERSON_ARTICLE.sub("", name))
 
 
 def build_codex(roster: Roster, published: Mapping[str, SessionLanes]) -> Codex:
@@ -77,19 +92,25 @@ def build_codex(roster: Roster, published: Mapping[str, SessionLanes]) -> Codex:
             )
         )
     ordered = [(s.id, published[s.id]) for s in order if s.id in published]
-    npcs, possibly = _npcs(roster, ordered)
-    events = _item_events(ordered)
+    table = RosterIndex(roster, "")
+    npcs, possibly = _npcs(roster, ordered, table)
+    events = _item_events(ordered, table)
     return Codex(
         campaign=roster.campaign,
         title=roster.title,
         roster_digest=digest_of(roster.model_dump(mode="json")),
+        party=[
+            CodexPartyMember(character=m.character, aliases=list(m.aliases), labels=m.labels())
+            for m in roster.party
+        ],
+        dm=list(roster.dm),
         sessions=sessions,
         npcs=npcs,
         possibly_same=possibly,
         item_events=events,
         item_holders=_holders(events),
-        spells_by_caster=_spells_by_caster(ordered),
-        spells=_spell_totals(ordered),
+        spells_by_caster=_spells_by_caster(ordered, table),
+        spells=_spell_totals(ordered, table),
         scenes=_scenes(ordered),
     )
 
@@ -159,18 +180,22 @@ def _known_index(roster: Roster) -> dict[str, int]:
     found: dict[str, set[int]] = {}
     for i, npc in enumerate(roster.npcs):
         for n in [npc.name, *npc.aliases]:
-            if name_key(n):
-                found.setdefault(name_key(n), set()).add(i)
+            if person_key(n):
+                found.setdefault(person_key(n), set()).add(i)
     return {k: next(iter(v)) for k, v in found.items() if len(v) == 1}
 
 
-def _appearances(roster: Roster, ordered: Sequence[tuple[str, SessionLanes]]) -> list[_Seen]:
+def _appearances(
+    roster: Roster, ordered: Sequence[tuple[str, SessionLanes]], table: RosterIndex
+) -> list[_Seen]:
     known = _known_index(roster)
     seen: list[_Seen] = []
     for session, lanes in ordered:
         for record in _records(lanes, NPC_KIND, "npcs"):
-            name = name_key(record.get("name", ""))
-            aliases = frozenset(name_key(a) for a in record.get("aliases", [])) - {"", name}
+            if table.is_party([record.get("name")]) or table.is_dm(record.get("name")):
+                continue  # the table, not the world
+            name = person_key(record.get("name", ""))
+            aliases = frozenset(person_key(a) for a in record.get("aliases", [])) - {"", name}
             item = _Seen(len(seen), session, record, name, aliases)
             hits = {known[k] for k in item.keys if k in known}
             item.known = next(iter(hits)) if len(hits) == 1 else None
@@ -178,7 +203,7 @@ def _appearances(roster: Roster, ordered: Sequence[tuple[str, SessionLanes]]) ->
     return seen
 
 
-def _links(seen: Sequence[_Seen]) -> list[tuple[int, int, int, MergeReason, str]]:
+def _links(seen: Sequence[_Seen], roster: Roster) -> list[tuple[int, int, int, MergeReason, str]]:
     """Every strong link (a, b, strength, reason, key) with a < b, in a canonical order."""
     by_name: dict[str, list[int]] = {}
     by_known: dict[int, list[int]] = {}
@@ -204,18 +229,18 @@ def _links(seen: Sequence[_Seen]) -> list[tuple[int, int, int, MergeReason, str]
                 add(s.index, other, "declared_alias", alias)
     for known, members in by_known.items():
         for b in members[1:]:
-            add(members[0], b, "roster_npc", f"known npc {known + 1}")
+            add(members[0], b, "roster_npc", person_key(roster.npcs[known].name))
     return sorted(links, key=lambda link: (link[2], link[1], link[0], link[4]))
 
 
 def _npcs(
-    roster: Roster, ordered: Sequence[tuple[str, SessionLanes]]
+    roster: Roster, ordered: Sequence[tuple[str, SessionLanes]], table: RosterIndex
 ) -> tuple[list[CodexNpc], list[PossiblySame]]:
-    seen = _appearances(roster, ordered)
+    seen = _appearances(roster, ordered, table)
     groups = _Groups(seen)
     merges: list[tuple[int, int, MergeReason, str]] = []
     refused: list[tuple[int, int, str]] = []
-    for a, b, _, reason, key in _links(seen):
+    for a, b, _, reason, key in _links(seen, roster):
         joined = groups.join(a, b, across_sessions_only=reason != "roster_npc")
         if joined:
             merges.append((b, a, reason, key))
@@ -255,11 +280,11 @@ def _entry(
     names: dict[str, str] = {}
     for m in members:
         for n in [m.record["name"], *m.record.get("aliases", [])]:
-            names.setdefault(name_key(n), n)
+            names.setdefault(person_key(n), n)
     if known is not None:
         for n in roster.npcs[known].aliases:
-            names.setdefault(name_key(n), n)
-    aliases = sorted((n for k, n in names.items() if k and k != name_key(name)), key=str.casefold)
+            names.setdefault(person_key(n), n)
+    aliases = sorted((n for k, n in names.items() if k and k != person_key(name)), key=str.casefold)
     base = "npc-" + (re.sub(r"[^a-z0-9]+", "-", name_key(name)).strip("-")[:50] or "unnamed")
     npc_id, n = base, 2
     while npc_id in used:
@@ -342,7 +367,14 @@ def _possibly_same(
 # ---- items ----
 
 
-def _item_events(ordered: Sequence[tuple[str, SessionLanes]]) -> list[ItemEvent]:
+def _item_events(
+    ordered: Sequence[tuple[str, SessionLanes]], table: RosterIndex
+) -> list[ItemEvent]:
+    """The ledger; a `from`/`to` that is the DM's label is unsaid (null)."""
+
+    def holder(name: Any) -> Any:
+        return None if table.is_dm(name) else name
+
     events: list[ItemEvent] = []
     for session, lanes in ordered:
         for record in _records(lanes, ITEM_KIND, "item_events"):
@@ -354,8 +386,8 @@ def _item_events(ordered: Sequence[tuple[str, SessionLanes]]) -> list[ItemEvent]
                     item=record["item"],
                     item_key=item_key(record["item"]),
                     event=record["event"],
-                    **{"from": record.get("from")},
-                    to=record.get("to"),
+                    **{"from": holder(record.get("from"))},
+                    to=holder(record.get("to")),
                     quantity=record.get("quantity"),
                     source_refs=_refs(record),
                 )
@@ -399,13 +431,23 @@ def _holders(events: Iterable[ItemEvent]) -> list[ItemHolder]:
 # ---- spells ----
 
 
-def _castings(ordered: Sequence[tuple[str, SessionLanes]]) -> list[tuple[str, dict[str, Any]]]:
-    return [(s, r) for s, lanes in ordered for r in _records(lanes, SPELL_KIND, "spells")]
+def _castings(
+    ordered: Sequence[tuple[str, SessionLanes]], table: RosterIndex
+) -> list[tuple[str, dict[str, Any]]]:
+    """Every casting, but those whose caster is the DM's label (never a caster)."""
+    return [
+        (s, r)
+        for s, lanes in ordered
+        for r in _records(lanes, SPELL_KIND, "spells")
+        if not table.is_dm(r.get("caster"))
+    ]
 
 
-def _spells_by_caster(ordered: Sequence[tuple[str, SessionLanes]]) -> list[CasterSpells]:
+def _spells_by_caster(
+    ordered: Sequence[tuple[str, SessionLanes]], table: RosterIndex
+) -> list[CasterSpells]:
     rows: dict[tuple[str, str], dict[str, Any]] = {}
-    for session, r in _castings(ordered):
+    for session, r in _castings(ordered, table):
         key = (name_key(r["caster"]), name_key(r["spell"]))
         row = rows.setdefault(
             key, {"caster": r["caster"], "spell": r["spell"], "count": 0, "sessions": []}
@@ -416,9 +458,11 @@ def _spells_by_caster(ordered: Sequence[tuple[str, SessionLanes]]) -> list[Caste
     return [CasterSpells(caster_key=c, spell_key=s, **row) for (c, s), row in sorted(rows.items())]
 
 
-def _spell_totals(ordered: Sequence[tuple[str, SessionLanes]]) -> list[SpellTotal]:
+def _spell_totals(
+    ordered: Sequence[tuple[str, SessionLanes]], table: RosterIndex
+) -> list[SpellTotal]:
     rows: dict[str, dict[str, Any]] = {}
-    for session, r in _castings(ordered):
+    for session, r in _castings(ordered, table):
         row = rows.setdefault(
             name_key(r["spell"]), {"spell": r["spell"], "count": 0, "casters": [], "sessions": []}
         )

@@ -23,6 +23,15 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class CodexPartyMember(_Strict):
+    """A player character of the roster: never an NPC of the codex. `labels` are the
+    transcript's labels for its player."""
+
+    character: str
+    aliases: list[str]
+    labels: list[str]
+
+
 class CodexSession(_Strict):
     """A session of the campaign, in campaign order (`position` 1, 2, ...). `published` is
     false for a session the roster lists but whose bundle does not exist (not run yet, or
@@ -60,7 +69,10 @@ class Merge(_Strict):
     to_session: str
     to_npc_id: str
     reason: MergeReason
-    key: str = Field(description="the normalized name the signal is about")
+    key: str = Field(
+        description="the normalized name the signal is about (for `roster_npc`, the known "
+        "NPC's name)"
+    )
 
 
 class CodexNpc(_Strict):
@@ -155,6 +167,12 @@ class Codex(_Strict):
     campaign: str
     title: str | None = None
     roster_digest: str
+    party: list[CodexPartyMember] = Field(
+        default_factory=list, description="the roster's player characters (never NPCs)"
+    )
+    dm: list[str] = Field(
+        default_factory=list, description="the roster's labels for the DM (never a character)"
+    )
     sessions: list[CodexSession]
     npcs: list[CodexNpc]
     possibly_same: list[PossiblySame]

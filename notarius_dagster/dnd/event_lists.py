@@ -29,13 +29,17 @@ def event_modules(
     convert: Converters | None = None,
     context: PromptContext | None = None,
     gate: Callable[[LLMListExtractor], Any] | None = None,
+    name_lists: Sequence[str] = (),
+    npc_side: str | None = None,
 ) -> LaneModules:
     """An event lane's modules: LLM extraction whose `grounded` (name field, id field) pairs
     are filled by NPC grounding (`convert` and `context` as in `llm_extractor`, `gate` in
-    front of the model), the event merge and normalize, and the rules `<prefix>.npc_grounding`
-    (extract) and `<prefix>.ids` (normalize)."""
+    front of the model; `name_lists` and `npc_side` as in `grounded_payload`), the event
+    merge and normalize, and the rules `<prefix>.npc_grounding` (extract) and `<prefix>.ids`
+    (normalize)."""
+    to_payload = grounded_payload(grounded, convert, name_lists=name_lists, npc_side=npc_side)
     return LaneModules(
-        extract=llm_extractor(grounded_payload(grounded, convert), context=context, wrap=gate),
+        extract=llm_extractor(to_payload, context=context, wrap=gate),
         merge=EventMerger,
         normalize=EventNormalizer,
         rules=(grounding_rule(grounded), ids_rule()),

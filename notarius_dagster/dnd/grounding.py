@@ -17,9 +17,15 @@ from notarius_dagster.dnd.llm_extract import (
     canonical_name,
 )
 from notarius_dagster.dnd.records import one_line
-from notarius_dagster.dnd.roster import map_speakers, roster_index
+from notarius_dagster.dnd.roster import (
+    drop_dm_labels,
+    drop_party_side,
+    map_speakers,
+    roster_index,
+)
 from notarius_dagster.engine.catalog import ReferenceSlot
 from notarius_dagster.engine.contracts import ExtractRequest, ModuleOutput, PreparedReference
+from notarius_dagster.engine.lane_models import allows_none
 from notarius_dagster.engine.lanes import LaneRule, LaneSpec
 from notarius_dagster.engine.models import RunWarning
 from notarius_dagster.engine.validators import ValidationContext
@@ -114,21 +120,67 @@ def ground_names(
     ]
 
 
-def grounded_payload(fields: Grounded, convert: Converters | None = None) -> ToPayload:
+def grounded_payload(
+    fields: Grounded,
+    convert: Converters | None = None,
+    *,
+    name_lists: Sequence[str] = (),
+    npc_side: str | None = None,
+) -> ToPayload:
     """The conversion of a lane that names characters: the answer's records (`convert` as in
-    `answer_records`), then their `fields` grounded against the `npcs` reference."""
+    `answer_records`), then, with a roster bound, the table's rules (`table_rules`), then
+    their `fields` grounded against the `npcs` reference."""
 
     def to_payload(
         lane: LaneSpec, answer: dict[str, Any], request: ExtractRequest
     ) -> PayloadWithWarnings:
         records = answer_records(lane, answer, request, convert)
-        roster = roster_index(request.context.references, request.context.session_id)
-        if roster is not None:  # a player's speaker label names their character
-            map_speakers(records, [name for name, _ in fields], roster)
-        warnings = ground_names(records, fields, request)
+        records, warnings = table_rules(
+            lane, records, request, [name for name, _ in fields], name_lists, npc_side
+        )
+        warnings += ground_names(records, fields, request)
         return lane.envelope(request.chunk.source_id, records), warnings
 
     return to_payload
+
+
+def table_rules(
+    lane: LaneSpec,
+    records: list[dict[str, Any]],
+    request: ExtractRequest,
+    names: Sequence[str],
+    name_lists: Sequence[str],
+    npc_side: str | None,
+) -> tuple[list[dict[str, Any]], list[RunWarning]]:
+    """With a roster bound: a player's speaker label in a `names` field becomes the character
+    (`LAURA` -> `Jester`); the DM's label is never a character (a record whose required name
+    is one is dropped, a nullable name becomes null, `name_lists` lose it); and a record whose
+    `npc_side` names a party member is dropped (the party never is the NPC of an interaction).
+    Drops are counted in warnings, never named. Without a roster: the records as they are."""
+    roster = roster_index(request.context.references, request.context.session_id)
+    if roster is None:
+        return records, []
+    map_speakers(records, names, roster)
+    lane_id, chunk_id = request.context.lane_id, request.chunk.chunk_id
+    nullable = {
+        info.alias or key: allows_none(info.annotation)
+        for key, info in lane.record_model.model_fields.items()
+    }
+    records, warnings = drop_dm_labels(
+        records,
+        roster,
+        required=[n for n in names if not nullable.get(n, False)],
+        optional=[n for n in names if nullable.get(n, False)],
+        lists=name_lists,
+        lane=lane_id,
+        chunk_id=chunk_id,
+    )
+    if npc_side is not None:
+        records, dropped = drop_party_side(
+            records, npc_side, roster, lane=lane_id, chunk_id=chunk_id
+        )
+        warnings += dropped
+    return records, warnings
 
 
 def known_npcs(request: ExtractRequest) -> str:

@@ -9,12 +9,19 @@ checkpoint fingerprints of every lane that declares the slot: editing the roster
 
 With a roster bound, the lanes that name people use `RosterIndex`:
 - the `npcs` extractor drops records whose name or alias is a player character's or a player's
-  (`drop_party`), with a count-only warning (`party_member_dropped`), never the name;
+  (`drop_party`), and the `npc-interactions` extractor records whose NPC side is one, with a
+  count-only warning (`party_member_dropped`), never the name;
+- the DM's labels (`dm:`, e.g. `MATT`) are never a character (`drop_dm_labels`): a record whose
+  NPC, actor or caster is one is dropped, an item's `from`/`to` that is one becomes null, and
+  one is removed from lists of names (aliases, targets, participants), with one count-only
+  warning (`dm_label_dropped`);
 - the lanes that name actors and casters map a player's speaker label to the character
   (`LAURA` -> `Jester`, `map_speakers`);
-- every such prompt gets one context line naming the party (`party_line`), names only;
-- the support validator may accept a player's speaker label as a mention of the character
-  (`speaker_names`, registered with the support validator's speaker hook).
+- every such prompt gets one context line naming the party and the DM (`party_line`), names
+  only;
+- the support validator accepts a player's speaker label as a mention of the character only
+  where the supported field is the speaker (a combat turn's actor: `speaker_names`, registered
+  with the support validator's speaker hook; `LaneSpec.speaker_acts`).
 Without a roster nothing here runs and every lane behaves as before."""
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ from notarius_dagster.engine.support import register_speaker_names
 ROSTER_SLOT = "roster"
 ROSTER_KIND = "dnd/roster"
 DROPPED_CODE = "party_member_dropped"
+DM_CODE = "dm_label_dropped"
 MAX_PARTY_LINE = 20
 
 # One line, no control characters, bounded: a name goes into prompts and must not forge lines.
@@ -117,9 +125,27 @@ class Roster(_Strict):
     campaign: SessionId = Field(description="the campaign id: [a-z0-9][a-z0-9_-]{0,63}")
     title: Name | None = None
     party: list[PartyMember] = Field(min_length=1, max_length=20)
+    dm: list[Name] = Field(
+        default_factory=list,
+        max_length=10,
+        description="the transcript's labels for the Dungeon Master (e.g. MATT): never a "
+        "character, an actor, a caster or an item holder",
+    )
     npcs: list[KnownEntity] = Field(default_factory=list, max_length=500)
     places: list[KnownEntity] = Field(default_factory=list, max_length=500)
     sessions: list[CampaignSession] = Field(default_factory=list, max_length=10_000)
+
+    @model_validator(mode="after")
+    def _dm_is_no_party_member(self) -> Roster:
+        party = {
+            name_key(n)
+            for m in self.party
+            for n in [m.character, m.player, *m.aliases, *m.labels()]
+        }
+        for label in self.dm:
+            if name_key(label) in party:
+                raise ValueError(f"dm: {label!r} is also a name or label of a party member")
+        return self
 
     @model_validator(mode="after")
     def _sessions_ordered(self) -> Roster:
@@ -209,8 +235,16 @@ class RosterIndex:
                 found.setdefault(name_key(label), set()).add(m.character)
         return {k: next(iter(v)) for k, v in found.items() if len(v) == 1 and k}
 
+    @cached_property
+    def dm_keys(self) -> frozenset[str]:
+        """The DM's labels, as keys: never a character."""
+        return frozenset(name_key(n) for n in self.roster.dm) - {""}
+
     def is_party(self, names: Iterable[str | None]) -> bool:
         return any(name_key(n) in self.party_keys for n in names if n)
+
+    def is_dm(self, name: Any) -> bool:
+        return isinstance(name, str) and name_key(name) in self.dm_keys
 
     def character_for(self, name: str | None) -> str | None:
         """The character a speaker label denotes in this session, else None."""
@@ -233,9 +267,12 @@ class RosterIndex:
         shown = [f"{m.character} (played by {m.labels()[0]})" for m in self.active]
         if not shown:
             return ""
-        return (
+        line = (
             "The party (player characters, never NPCs): " + ", ".join(shown[:MAX_PARTY_LINE]) + "."
         )
+        if self.roster.dm:
+            line += f" {' and '.join(self.roster.dm)}: the Dungeon Master, never a character."
+        return line
 
 
 def roster_index(
@@ -272,15 +309,89 @@ def dropped_warning(count: int, *, lane: str | None, chunk_id: str | None) -> Ru
     )
 
 
+def drop_party_side(
+    records: Sequence[dict[str, Any]],
+    field: str,
+    index: RosterIndex,
+    *,
+    lane: str | None,
+    chunk_id: str | None,
+) -> tuple[list[dict[str, Any]], list[RunWarning]]:
+    """The records whose `field` (the NPC side of an interaction) names no party member, and
+    the same count-only warning as `drop_party` when some were dropped."""
+    kept = [r for r in records if not index.is_party([r.get(field)])]
+    dropped = len(records) - len(kept)
+    if not dropped:
+        return kept, []
+    return kept, [dropped_warning(dropped, lane=lane, chunk_id=chunk_id)]
+
+
+def drop_dm_labels(
+    records: Sequence[dict[str, Any]],
+    index: RosterIndex,
+    *,
+    required: Sequence[str] = (),
+    optional: Sequence[str] = (),
+    lists: Sequence[str] = (),
+    lane: str | None,
+    chunk_id: str | None,
+) -> tuple[list[dict[str, Any]], list[RunWarning]]:
+    """The DM's labels are never a character: a record whose `required` name (an NPC, actor
+    or caster) is one is dropped; an `optional` name (an item's from/to) that is one becomes
+    null; one is removed from `lists` of names. Records are copied, never changed in place;
+    one count-only warning (`dm_label_dropped`) when anything was dropped or removed."""
+    if not index.dm_keys:
+        return list(records), []
+    kept: list[dict[str, Any]] = []
+    dropped = removed = 0
+    for record in records:
+        if any(index.is_dm(record.get(f)) for f in required):
+            dropped += 1
+            continue
+        copy = dict(record)
+        for f in optional:
+            if index.is_dm(copy.get(f)):
+                copy[f] = None
+                removed += 1
+        for f in lists:
+            names = copy.get(f)
+            if isinstance(names, list):
+                copy[f] = [n for n in names if not index.is_dm(n)]
+                removed += len(names) - len(copy[f])
+        kept.append(copy)
+    if not dropped and not removed:
+        return kept, []
+    return kept, [
+        RunWarning(
+            stage="extract",
+            code=DM_CODE,
+            lane=lane,
+            chunk_id=chunk_id,
+            message=f"{dropped} record(s) named the DM's label as a character and were dropped; "
+            f"{removed} other name(s) that were the DM's label removed",
+        )
+    ]
+
+
 _COUNT = re.compile(r"^(\d+) record")
 
 
 def dropped_count(warnings: Iterable[RunWarning]) -> int:
     """How many records the roster dropped, from a lane's warnings (the asset metadata's
     `party_records_dropped`)."""
+    return _counted(warnings, DROPPED_CODE)
+
+
+def dm_dropped_count(warnings: Iterable[RunWarning]) -> int:
+    """How many records named the DM's label as a character (the asset metadata's
+    `dm_records_dropped`)."""
+    return _counted(warnings, DM_CODE)
+
+
+def _counted(warnings: Iterable[RunWarning], code: str) -> int:
     total = 0
     for w in warnings:
-        if w.code == DROPPED_CODE and (m := _COUNT.match(w.message)):
+        if w.code == code and (m := _COUNT.match(w.message)):
             total += int(m.group(1))
     return total
 
@@ -306,8 +417,9 @@ _INDEXES: dict[str, RosterIndex] = {}
 def speaker_names(references: Mapping[str, Any], label: str) -> Sequence[str]:
     """The support validator's speaker hook (`engine/support.py`): the names of the party
     member a speaker label belongs to (`LAURA` -> `Jester`, her aliases, the player), so a
-    line Laura speaks counts as a mention of Jester. Names do not depend on the session (a
-    label names its player in every session). One index per roster digest."""
+    line Laura speaks counts as a mention of Jester where the supported field is the speaker
+    (`speaker_acts`: a combat turn's actor), and nowhere else. Names do not depend on the
+    session (a label names its player in every session). One index per roster digest."""
     ref = references.get(ROSTER_SLOT)
     if ref is None or getattr(ref, "artifact", None) is None:
         return ()

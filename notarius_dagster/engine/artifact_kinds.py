@@ -36,6 +36,9 @@ class ArtifactKind:
     """The record field holding its citations (a list of references or a single one)."""
     speaker_mentions: bool = False
     """Whether a cited unit's speaker label counts as a mention of a support value."""
+    speaker_acts: bool = False
+    """Whether the supported field names the one who speaks (a turn's actor), so the names a
+    speaker-name hook maps a cited unit's label to count as mentions (engine/support.py)."""
 
     def json_schema(self) -> dict[str, Any]:
         """The JSON Schema generated from the model (the checked-in file must equal it)."""

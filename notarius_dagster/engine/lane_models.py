@@ -34,7 +34,9 @@ class AnswerSpec:
 
     The answer item holds the record's fields in their order, except the record id, the
     citations and `omit` (fields the runner fills, such as ids found by grounding), and ends
-    with `unit_ids` (1 to 50 cited unit ids). The model may leave out what the transcript does
+    with `unit_ids` (1 to `max_cited` cited unit ids, at most 50: a lane's citation budget,
+    which a schema-honouring decoder enforces, so a small model cannot spend its answer on a
+    run of consecutive ids). The model may leave out what the transcript does
     not say: a required field that allows null defaults to null, a required list to empty;
     `defaults` adds defaults for other fields, and `fields` replaces a field outright
     (`(annotation, Field(...))`, e.g. a looser nested model). The answer is
@@ -48,10 +50,15 @@ class AnswerSpec:
     item_name: str = ""
     doc: str | None = None
     max_items: int = 40
+    max_cited: int = MAX_CITED_UNITS
     omit: tuple[str, ...] = ()
     defaults: Mapping[str, Any] = field(default_factory=dict)
     fields: Mapping[str, tuple[Any, Any]] = field(default_factory=dict)
     per_chunk: bool = False
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.max_cited <= MAX_CITED_UNITS:
+            raise ValueError(f"answer {self.name}: max_cited must be 1..{MAX_CITED_UNITS}")
 
     def model_item_name(self) -> str:
         return self.item_name or f"{self.name}Item"
@@ -127,7 +134,7 @@ def answer_model(
         return create_model(
             spec.name, __config__=config, __doc__=spec.doc, __module__=module, **fields
         )
-    fields[CITATION_FIELD] = (list[int], Field(min_length=1, max_length=MAX_CITED_UNITS))
+    fields[CITATION_FIELD] = (list[int], Field(min_length=1, max_length=spec.max_cited))
     item = create_model(
         spec.model_item_name(), __config__=config, __doc__=spec.doc, __module__=module, **fields
     )

@@ -57,7 +57,12 @@ from notarius_dagster.engine.models import (
     SourceDocument,
 )
 from notarius_dagster.engine.resolution import ResolvedLane, ResolvedStage
-from notarius_dagster.engine.validators import ValidationContext, record_verdicts, run_chain
+from notarius_dagster.engine.validators import (
+    ValidationContext,
+    record_verdicts,
+    run_chain,
+    tighten_supported,
+)
 
 Progress = Callable[[str], None]
 ChunkStatus = Literal["llm", "reused", "skipped", "rejected"]
@@ -551,23 +556,27 @@ class _ChunkExtraction:
 
     def checked(self, item: _Extracted) -> _Extracted:
         """`item` with the records that record validators reject dropped from its output, each
-        one recorded. Runs on stored and fresh extractions alike (checkpoints keep the output
-        as extracted), so a reused chunk reports the same drops."""
+        one recorded, and the citations of the records kept cut to what supports them (a
+        count-only warning, `validators.tighten_supported`). Runs on stored and fresh
+        extractions alike (checkpoints keep the output as extracted), so a reused chunk
+        reports the same drops and cuts."""
         output = item.attempted.output
         assert output is not None
         stage = self.run.lane.extract
-        verdicts = record_verdicts(
-            stage.validators, self.run.validation(stage, chunk=item.chunk), output
-        )
-        if not verdicts or output.payload is None:
+        context = self.run.validation(stage, chunk=item.chunk)
+        verdicts = record_verdicts(stage.validators, context, output)
+        if output.payload is None:
             return item
         items_field = self.run.kind.items_field
         drop = {index for _, index, _ in verdicts}
         kept = [r for i, r in enumerate(output.payload[items_field]) if i not in drop]
         payload = {**output.payload, items_field: kept}
-        attempted = item.attempted.model_copy(
-            update={"output": output.model_copy(update={"payload": payload})}
+        tightened = tighten_supported(
+            stage.validators, context, output.model_copy(update={"payload": payload})
         )
+        if not verdicts and tightened.warnings == output.warnings:
+            return item
+        attempted = item.attempted.model_copy(update={"output": tightened})
         dropped = tuple(
             Rejection(
                 stage="extract",

@@ -91,7 +91,11 @@ class LaneSpec:
       validator drops a record none of whose values is mentioned in the text of the units it
       cites (engine/support.py; recorded in rejected.json, counted in the manifest).
     - `speaker_mentions`: whether a cited unit's speaker label counts as a mention (default
-      False: `LAURA:` is not a mention of `Jester`; a roster hook may map labels to names).
+      False: `LAURA:` is not a mention of `Jester`).
+    - `speaker_acts`: whether the supported field names the one who speaks (a combat turn's
+      actor), so the names a roster maps a cited unit's speaker label to count as mentions
+      (LAURA's line shows Jester acting). Default False: a player's own line never supports a
+      record about someone the party deals with.
     - `preview_fields`: record fields a preview may show (names, ids, kinds, numbers; never
       prose), in column order.
     - `slots`: the extractor's reference slots.
@@ -116,6 +120,7 @@ class LaneSpec:
     modules: LaneModules
     support_fields: tuple[str, ...] = ()
     speaker_mentions: bool = False
+    speaker_acts: bool = False
     preview_fields: tuple[str, ...] = ()
     slots: tuple[ReferenceSlot, ...] = ()
     id_field: str = "id"
@@ -214,6 +219,7 @@ class LaneSpec:
             support_fields=self.support_fields,
             refs_field=self.refs_field,
             speaker_mentions=self.speaker_mentions,
+            speaker_acts=self.speaker_acts,
         )
 
     @cached_property

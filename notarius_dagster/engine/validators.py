@@ -14,8 +14,12 @@ from pydantic import ValidationError
 
 from notarius_dagster.engine.artifact_kinds import ArtifactKind
 from notarius_dagster.engine.contracts import ModuleOutput, PreparedReference
-from notarius_dagster.engine.models import Chunk, SourceDocument, SourceRef
-from notarius_dagster.engine.support import unsupported_records
+from notarius_dagster.engine.models import Chunk, RunWarning, SourceDocument, SourceRef
+from notarius_dagster.engine.support import (
+    CITATION_WINDOW,
+    tighten_citations,
+    unsupported_records,
+)
 
 
 @dataclass(frozen=True)
@@ -195,3 +199,34 @@ def validate_support(ctx: ValidationContext, output: ModuleOutput) -> dict[int, 
     if ctx.kind is None or output.payload is None:
         return {}
     return unsupported_records(ctx.kind, output.payload, ctx.document, ctx.references)
+
+
+TRIMMED_CODE = "citations_trimmed"
+
+
+def tighten_supported(
+    chain: Sequence[str], ctx: ValidationContext, output: ModuleOutput
+) -> ModuleOutput:
+    """Where the chain runs `support`, the output with its records' citations cut to what
+    supports them (`support.tighten_citations`) and one count-only warning saying how many
+    records and units; the same output when the chain does not check support or nothing was
+    cut. Run on the records `support` kept (a record nothing supports is dropped, not cut)."""
+    if "support" not in chain or ctx.kind is None or output.payload is None:
+        return output
+    tightened = tighten_citations(ctx.kind, output.payload, ctx.document, ctx.references)
+    if not tightened.records:
+        return output
+    warning = RunWarning(
+        stage="extract",
+        code=TRIMMED_CODE,
+        lane=ctx.lane_id,
+        chunk_id=ctx.chunk.chunk_id if ctx.chunk is not None else None,
+        message=(
+            f"{tightened.records} record(s) cited units more than {CITATION_WINDOW} units "
+            f"from any that mentions them; {tightened.units} such unit(s) removed from "
+            "their citations"
+        ),
+    )
+    return output.model_copy(
+        update={"payload": dict(tightened.payload), "warnings": (*output.warnings, warning)}
+    )

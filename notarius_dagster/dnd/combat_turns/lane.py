@@ -29,6 +29,7 @@ LANE = LaneSpec(
         item_name="CombatTurnAnswerItem",
         doc="What the model is asked for: the turn and the unit ids (the `[n]` markers) it cites.",
         max_items=60,
+        max_cited=20,  # citation budget (docs/lanes.md, "Citation budgets")
         omit=("actor_npc_id",),
         fields={"outcome": (OutcomeAnswer, Field(default_factory=OutcomeAnswer))},
     ),
@@ -36,6 +37,7 @@ LANE = LaneSpec(
         (("actor", "actor_npc_id"),),
         convert={"outcome": outcome_record},
         gate=SceneGatedCombatExtractor,
+        name_lists=("targets",),
     ),
     slots=(
         ReferenceSlot(name=SCENES_SLOT, required=True, accepted_kinds=(SCENE_KIND,)),
@@ -44,6 +46,8 @@ LANE = LaneSpec(
     ),
     id_prefix="turn",
     support_fields=("actor",),
+    # The actor is the one who speaks: a player's line (mapped by the roster) shows the turn.
+    speaker_acts=True,
     preview_fields=("id", "actor", "round"),
     # A turn by its actor, and its round when both say one.
     gold_match=GoldMatch(name="actor", also=("round",)),

@@ -14,7 +14,11 @@ LANE = LaneSpec(
     lane_id="item-events",
     kind="dnd/item-event-list",
     record_model=ItemEvent,
-    answer=AnswerSpec("ItemEventAnswer", omit=("from_npc_id", "to_npc_id")),
+    answer=AnswerSpec(
+        "ItemEventAnswer",
+        omit=("from_npc_id", "to_npc_id"),
+        max_cited=8,  # citation budget (docs/lanes.md, "Citation budgets")
+    ),
     modules=event_modules((("from", "from_npc_id"), ("to", "to_npc_id"))),
     slots=(npcs_slot(), roster_slot()),
     id_prefix="item-event",

@@ -16,9 +16,15 @@ LANE = LaneSpec(
     kind="dnd/npc-interaction-list",
     record_model=NpcInteraction,
     answer=AnswerSpec(
-        "InteractionAnswer", omit=("npc_id",), defaults={"kind": "other", "summary": ""}
+        "InteractionAnswer",
+        omit=("npc_id",),
+        defaults={"kind": "other", "summary": ""},
+        max_cited=20,  # citation budget (docs/lanes.md, "Citation budgets")
     ),
-    modules=event_modules((("npc", "npc_id"),), context=known_npcs),
+    # The NPC side is never a party member (dropped and counted, like PCs in `npcs`).
+    modules=event_modules(
+        (("npc", "npc_id"),), context=known_npcs, name_lists=("participants",), npc_side="npc"
+    ),
     slots=(npcs_slot(required=True), roster_slot()),
     id_prefix="interaction",
     support_fields=("npc",),
@@ -27,4 +33,7 @@ LANE = LaneSpec(
     # chunk it spans (the merge folds only identical records), and each report is right: so
     # several predictions may match one gold interaction, which recall counts once.
     gold_match=GoldMatch(name="npc", many_to_one=True),
+    # 2: with a roster bound, an interaction whose NPC is a party member is dropped (stored
+    # extractions of version 1 kept them).
+    version="2",
 )

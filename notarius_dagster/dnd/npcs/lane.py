@@ -18,6 +18,7 @@ LANE = LaneSpec(
     answer=AnswerSpec(
         "NpcAnswer",
         doc="What the model is asked for: names and the unit ids (the `[n]` markers) it cites.",
+        max_cited=20,  # citation budget (docs/lanes.md, "Citation budgets")
     ),
     modules=LaneModules(
         extract=llm_extractor(party_filtered_payload),

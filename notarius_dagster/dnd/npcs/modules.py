@@ -9,7 +9,7 @@ from typing import Any
 
 from notarius_dagster.dnd.llm_extract import PayloadWithWarnings, canonical_name, list_payload
 from notarius_dagster.dnd.records import first_position, sort_refs
-from notarius_dagster.dnd.roster import drop_party, roster_index
+from notarius_dagster.dnd.roster import drop_dm_labels, drop_party, roster_index
 from notarius_dagster.engine.contracts import (
     ExtractRequest,
     MergeRequest,
@@ -25,19 +25,19 @@ def party_filtered_payload(
 ) -> PayloadWithWarnings:
     """The npcs answer as records, minus player characters when a roster is bound: a record
     whose name or alias is a party member's (character, alias, player or speaker label) is
-    dropped, deterministically and before any merge, with one count-only warning. Without a
-    roster this is `list_payload`."""
+    dropped, deterministically and before any merge, with one count-only warning; so is one
+    named by the DM's label (an alias that is one is removed). Without a roster this is
+    `list_payload`."""
     payload, warnings = list_payload(lane, answer, request)
     roster = roster_index(request.context.references, request.context.session_id)
     if roster is None:
         return payload, warnings
-    kept, dropped = drop_party(
-        payload[lane.items_field],
-        roster,
-        lane=request.context.lane_id,
-        chunk_id=request.chunk.chunk_id,
+    lane_id, chunk_id = request.context.lane_id, request.chunk.chunk_id
+    kept, dropped = drop_party(payload[lane.items_field], roster, lane=lane_id, chunk_id=chunk_id)
+    kept, dm = drop_dm_labels(
+        kept, roster, required=("name",), lists=("aliases",), lane=lane_id, chunk_id=chunk_id
     )
-    return lane.envelope(request.chunk.source_id, kept), [*warnings, *dropped]
+    return lane.envelope(request.chunk.source_id, kept), [*warnings, *dropped, *dm]
 
 
 class NpcMerger:

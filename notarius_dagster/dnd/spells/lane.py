@@ -14,8 +14,12 @@ LANE = LaneSpec(
     lane_id="spells",
     kind="dnd/spell-list",
     record_model=SpellCast,
-    answer=AnswerSpec("SpellAnswer", omit=("caster_npc_id",)),
-    modules=event_modules((("caster", "caster_npc_id"),)),
+    answer=AnswerSpec(
+        "SpellAnswer",
+        omit=("caster_npc_id",),
+        max_cited=12,  # citation budget (docs/lanes.md, "Citation budgets")
+    ),
+    modules=event_modules((("caster", "caster_npc_id"),), name_lists=("targets",)),
     slots=(npcs_slot(), roster_slot()),
     id_prefix="spell",
     support_fields=("spell",),
