@@ -317,14 +317,22 @@ class Injector:
             )
 
     def _citation_over_broad(
-        self, rng: random.Random, lane: str, chunk: tuple[int, ...], items: list[Any], _: Any
+        self,
+        rng: random.Random,
+        lane: str,
+        chunk: tuple[int, ...],
+        items: list[Any],
+        schema: Mapping[str, Any],
     ) -> None:
+        # As broad as a schema-following model can cite: the lane's citation budget (the
+        # `maxItems` of its `unit_ids` in the schema sent), at most MAX_CITED.
+        budget = min(MAX_CITED, citation_budget(schema))
         for index, item in enumerate(items):
             if rng.random() >= self.rate:
                 continue
             gold = list(item["unit_ids"])
-            start = max(0, min(chunk.index(gold[0]), len(chunk) - MAX_CITED))
-            broad = list(chunk[start : start + MAX_CITED])
+            start = max(0, min(chunk.index(gold[0]), len(chunk) - budget))
+            broad = list(chunk[start : start + budget])
             wrong = [u for u in broad if u not in set(gold)]
             if len(wrong) <= len(broad) // 2:
                 continue  # the record's own units are most of the chunk: not over-broad
@@ -648,3 +656,16 @@ def fate(injection: Injection, published: Published, clean: Published) -> tuple[
     if reached(injection, published, clean):
         return True, "reached the bundle"
     return False, _stopped_by(injection, published)
+
+
+def citation_budget(schema: Mapping[str, Any]) -> int:
+    """The `maxItems` of the answer items' `unit_ids` in `schema` (MAX_CITED when unset)."""
+    items_name = items_field(schema)
+    node: Any = ((schema.get("properties") or {}).get(items_name or "") or {}).get("items") or {}
+    for _ in range(8):  # follow local `$ref`s
+        ref = node.get("$ref") if isinstance(node, dict) else None
+        if not ref:
+            break
+        node = (schema.get("$defs") or {}).get(str(ref).rsplit("/", 1)[-1]) or {}
+    cited = ((node.get("properties") or {}) if isinstance(node, dict) else {}).get("unit_ids")
+    return int((cited or {}).get("maxItems", MAX_CITED))
