@@ -1,6 +1,6 @@
 """Extraction quality against gold: runs the complete profile (`configs/dnd-complete.yaml`) on
 the three sessions that have gold files, through the same Dagster asset job as `notarius run`
-(`notarius_dagster.runner.run_session`, an ephemeral instance, a throw-away store), scores each
+(`notarius_dagster.run.runner.run_session`, an ephemeral instance, a throw-away store), scores each
 published bundle against its gold (`notarius_dagster.engine.evaluation`) and writes
 benchmarks/results/quality.json: per session and lane the scores, records, rejections by
 validator, model calls and tokens, the wall time, and the model and profile digest.
@@ -44,7 +44,7 @@ from dagster import DagsterInstance  # noqa: E402
 from notarius_dagster.engine.evaluation import evaluate  # noqa: E402
 from notarius_dagster.engine.lanes import registered_match_fields  # noqa: E402
 from notarius_dagster.engine.transcripts import register_transcript  # noqa: E402
-from notarius_dagster.runner import run_session  # noqa: E402
+from notarius_dagster.run.runner import run_session  # noqa: E402
 
 PROFILE = ROOT / "configs" / "dnd-complete.yaml"
 GOLD = ROOT / "data" / "gold"

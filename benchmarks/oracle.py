@@ -5,7 +5,7 @@ fields and citations as the gold file has them — optionally with realistic mis
 
 Why it exists: only a tiny model runs on this machine, so extraction quality is measured where
 the product itself decides it. Run through the real client (litellm, the structured-output
-ladder) and the whole pipeline (`notarius_dagster.runner.run_session`, what `notarius run`
+ladder) and the whole pipeline (`notarius_dagster.run.runner.run_session`, what `notarius run`
 calls), a perfect model's answers are scored against the same gold: what is lost is lost by the
 pipeline (records split at chunk borders, merges, support-check rejections, normalization).
 `benchmarks/bench_quality.py --oracle` runs it; docs/evaluation.md reports the figures.

@@ -1,6 +1,6 @@
 """The oracle ceiling and the error-injection suite (`bench_quality.py --oracle`): the oracle
 (`benchmarks/oracle.py`) served on loopback as an OpenAI-compatible provider, named by a
-profile's `llm_profiles` entry, run through `notarius_dagster.runner.run_session` (what
+profile's `llm_profiles` entry, run through `notarius_dagster.run.runner.run_session` (what
 `notarius run` calls: the real client, the Dagster asset job, every validator, merge and
 normalizer) on each gold session, and the published bundles scored against `data/gold/`.
 
@@ -54,7 +54,7 @@ from notarius_dagster.engine.gold import GoldFile, load_gold
 from notarius_dagster.engine.inputs import parse_transcript
 from notarius_dagster.engine.lanes import registered_match_fields
 from notarius_dagster.engine.transcripts import register_transcript
-from notarius_dagster.runner import run_session
+from notarius_dagster.run.runner import run_session
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLD = ROOT / "data" / "gold"

@@ -270,7 +270,7 @@ def test_the_walker_allows_the_engine_itself(planted: Path) -> None:
 def test_the_import_check_sees_a_module_loaded_through_another(tmp_path: Path) -> None:
     for relative, text in {
         "notarius_dagster/__init__.py": "",
-        "notarius_dagster/cli.py": "",
+        "notarius_dagster/cli/main.py": "",
         "notarius_dagster/engine/__init__.py": "",
         "notarius_dagster/engine/innocent.py": "from notarius_dagster.engine import helper\n",
         "notarius_dagster/engine/helper.py": "import notarius_dagster.cli\n",

@@ -24,7 +24,7 @@ from notarius_dagster.engine.errors import NotariusError
 from notarius_dagster.engine.lane_runner import LaneResult, LaneStats
 from notarius_dagster.engine.transcripts import register_transcript
 from notarius_dagster.llm.test_double import scripted_llm
-from notarius_dagster.runner import run_session
+from notarius_dagster.run.runner import run_session
 from tests.conftest import make_document
 from tests.doubles import lane_responder
 

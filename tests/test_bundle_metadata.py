@@ -25,7 +25,7 @@ from notarius_dagster.engine.bundle_documents import Manifest
 from notarius_dagster.engine.lane_runner import LaneResult
 from notarius_dagster.engine.models import RunWarning
 from notarius_dagster.llm.test_double import scripted_llm
-from notarius_dagster.runner import build_run_definitions
+from notarius_dagster.run.runner import build_run_definitions
 from tests.doubles import lane_responder
 from tests.test_dagster_materialization import REPO, SAMPLE, materialize
 

@@ -13,11 +13,11 @@ import jsonschema
 from dagster import DagsterInstance, RunRequest, SkipReason, build_sensor_context, materialize
 
 from assets.campaign import CODEX_ASSET, CODEX_SENSOR
-from notarius_dagster.definitions import definitions_for, run_pipeline
 from notarius_dagster.engine.bundle import remove_bundle
 from notarius_dagster.engine.transcripts import register_transcript
 from notarius_dagster.llm.test_double import scripted_llm
-from notarius_dagster.runner import run_session, run_settings
+from notarius_dagster.run.definitions import definitions_for, run_pipeline
+from notarius_dagster.run.runner import run_session, run_settings
 from resources.bundle_store import BundleStore
 from tests.campaign_sessions import PROFILE, SESSIONS
 from tests.lane_doubles import complete_responder

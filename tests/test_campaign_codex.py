@@ -23,7 +23,7 @@ from notarius_dagster.campaign.store import (
     publish_codex,
     read_index,
 )
-from notarius_dagster.cli import main
+from notarius_dagster.cli.main import main
 from notarius_dagster.dnd.roster import Roster, RosterIndex, name_key
 from notarius_dagster.engine.bundle import remove_bundle
 from tests.campaign_sessions import ROSTER, SLICES, publish_session, read_codex, session_lanes

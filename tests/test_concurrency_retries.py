@@ -34,7 +34,7 @@ from notarius_dagster.llm.test_double import (
     provider_error_of,
     scripted_llm,
 )
-from notarius_dagster.runner import build_run_definitions, run_session
+from notarius_dagster.run.runner import build_run_definitions, run_session
 from tests.doubles import npc_answer, units_in
 
 REPO = Path(__file__).resolve().parent.parent

@@ -10,7 +10,7 @@ from dagster import DagsterInstance
 
 from notarius_dagster.engine.transcripts import register_transcript
 from notarius_dagster.llm.test_double import scripted_llm
-from notarius_dagster.runner import run_session
+from notarius_dagster.run.runner import run_session
 from tests.doubles import lane_responder
 
 REPO = Path(__file__).resolve().parent.parent

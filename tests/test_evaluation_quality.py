@@ -19,7 +19,7 @@ from notarius_dagster.engine.evaluation import evaluate
 from notarius_dagster.engine.lanes import registered_match_fields
 from notarius_dagster.engine.transcripts import register_transcript
 from notarius_dagster.llm.test_double import scripted_llm
-from notarius_dagster.runner import run_session
+from notarius_dagster.run.runner import run_session
 from tests.conftest import DATA, REPO
 from tests.lane_doubles import complete_responder
 

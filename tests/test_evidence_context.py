@@ -858,7 +858,7 @@ def test_enabled_profile_publishes_evidence_through_the_asset_job(tmp_path: Path
 
     from notarius_dagster.engine.transcripts import register_transcript
     from notarius_dagster.llm.test_double import scripted_llm
-    from notarius_dagster.runner import run_session
+    from notarius_dagster.run.runner import run_session
     from tests.doubles import lane_responder
 
     sample = REPO / "samples" / "crd3-c2e001-slice.jsonl"

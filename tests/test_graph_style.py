@@ -12,7 +12,7 @@ import yaml
 from assets.graph_style import OWNER_ENV, owners
 from assets.jobs import SESSION_JOB_NAME
 from notarius_dagster.engine.errors import NotariusError
-from notarius_dagster.runner import build_run_definitions
+from notarius_dagster.run.runner import build_run_definitions
 
 REPO = Path(__file__).resolve().parent.parent
 COMPLETE = REPO / "configs" / "dnd-complete.yaml"
@@ -57,4 +57,4 @@ def test_the_code_location_is_named_notarius() -> None:
     workspace = yaml.safe_load((REPO / "workspace.yaml").read_text())
     [entry] = workspace["load_from"]
     assert entry["python_module"]["location_name"] == "notarius"
-    assert entry["python_module"]["module_name"] == "notarius_dagster.definitions"
+    assert entry["python_module"]["module_name"] == "notarius_dagster.run.definitions"

@@ -13,7 +13,7 @@ import pytest
 from dagster import DagsterEventType, DagsterInstance
 
 from notarius_dagster.engine.transcripts import register_transcript
-from notarius_dagster.runner import run_session
+from notarius_dagster.run.runner import run_session
 from tests.fake_provider import KEY_ENV, FakeProvider, profile_for
 
 REPO = Path(__file__).resolve().parent.parent

@@ -24,7 +24,7 @@ from notarius_dagster.engine.limits import (
     estimate_run,
 )
 from notarius_dagster.engine.transcripts import register_transcript
-from notarius_dagster.runner import run_session
+from notarius_dagster.run.runner import run_session
 
 REPO = Path(__file__).resolve().parent.parent
 SECRET = "LIMITS-CONTENT-MARKER-4471"

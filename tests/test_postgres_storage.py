@@ -27,10 +27,10 @@ from dagster import (
     RunsFilter,
 )
 
-from notarius_dagster.cli import main
+from notarius_dagster.cli.main import main
 from notarius_dagster.engine.transcripts import register_transcript
 from notarius_dagster.llm.test_double import scripted_llm
-from notarius_dagster.runner import run_session
+from notarius_dagster.run.runner import run_session
 from tests.doubles import lane_responder
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]

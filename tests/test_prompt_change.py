@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 from dagster import AssetKey, DagsterInstance
 
-from notarius_dagster.cli_backfill import stale_backfill
+from notarius_dagster.cli.backfill import stale_backfill
 from notarius_dagster.dnd.npcs.lane import LANE as NPCS
 from notarius_dagster.engine.transcripts import register_transcript
 from notarius_dagster.llm.test_double import scripted_llm
-from notarius_dagster.runner import build_run_definitions, run_session
+from notarius_dagster.run.runner import build_run_definitions, run_session
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "samples" / "crd3-c2e001-slice.jsonl"

@@ -35,7 +35,7 @@ from dagster import DagsterInstance
 import assets.factory as factory
 from notarius_dagster.engine.errors import NotariusError
 from notarius_dagster.engine.transcripts import register_transcript
-from notarius_dagster.runner import RunOutcome, run_session
+from notarius_dagster.run.runner import RunOutcome, run_session
 from tests.provider_servers import (
     AnthropicServer,
     Fault,

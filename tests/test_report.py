@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from dagster import AssetKey, DagsterInstance
 
-from notarius_dagster.cli import main
+from notarius_dagster.cli.main import main
 from notarius_dagster.report import (
     REPORTS_DIR,
     ReportError,
@@ -693,7 +693,7 @@ def build_sample_bundle(root: Path) -> SampleBundle:
 
     from notarius_dagster.engine.transcripts import register_transcript
     from notarius_dagster.llm.test_double import scripted_llm
-    from notarius_dagster.runner import run_session
+    from notarius_dagster.run.runner import run_session
     from tests.lane_doubles import complete_responder
 
     data = yaml.safe_load((REPO / "configs" / "dnd-complete-sample.yaml").read_text())

@@ -18,10 +18,10 @@ from assets import dagster_tags
 from assets.jobs import SESSION_JOB_NAME
 from assets.run_tags import MODEL_TAG, PROFILE_DIGEST_TAG, PROFILE_TAG, SESSION_TAG
 from assets.sensors import INBOX_SENSOR_NAME
-from notarius_dagster.definitions import resolve_settings_pipeline
 from notarius_dagster.engine.transcripts import register_transcript
 from notarius_dagster.llm.test_double import scripted_llm
-from notarius_dagster.runner import build_run_definitions, run_session, run_settings
+from notarius_dagster.run.definitions import resolve_settings_pipeline
+from notarius_dagster.run.runner import build_run_definitions, run_session, run_settings
 from tests.doubles import lane_responder
 
 REPO = Path(__file__).resolve().parent.parent

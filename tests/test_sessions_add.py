@@ -10,9 +10,9 @@ from dagster import AssetKey, DagsterInstance
 
 from assets.factory import missing_transcript_message
 from assets.jobs import SESSION_JOB_NAME
-from notarius_dagster.cli import ensure_dagster_home, main
+from notarius_dagster.cli.main import ensure_dagster_home, main
 from notarius_dagster.llm.test_double import scripted_llm
-from notarius_dagster.runner import build_run_definitions
+from notarius_dagster.run.runner import build_run_definitions
 from tests.doubles import lane_responder
 
 REPO = Path(__file__).resolve().parent.parent

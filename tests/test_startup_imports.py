@@ -31,7 +31,7 @@ def _loaded_after(code: str, tmp_path: Path) -> set[str]:
 
 def test_help_imports_neither_litellm_nor_dagster(tmp_path: Path) -> None:
     code = (
-        "from notarius_dagster.cli import main\n"
+        "from notarius_dagster.cli.main import main\n"
         "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
         "    main(['--help'])\n"
     )
@@ -42,7 +42,7 @@ def test_help_imports_neither_litellm_nor_dagster(tmp_path: Path) -> None:
 
 def test_validate_does_not_load_dagster(tmp_path: Path) -> None:
     code = (
-        "from notarius_dagster.cli import main\n"
+        "from notarius_dagster.cli.main import main\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         f"    assert main(['validate', {str(REPO / 'configs' / 'dnd-complete.yaml')!r}]) == 0\n"
     )
@@ -53,7 +53,7 @@ def test_validate_does_not_load_dagster(tmp_path: Path) -> None:
 
 def test_loading_the_code_location_does_not_import_litellm(tmp_path: Path) -> None:
     code = (
-        "from notarius_dagster.definitions import build_definitions\n"
+        "from notarius_dagster.run.definitions import build_definitions\n"
         "defs = build_definitions()\n"
         "assert defs.resolve_job_def('materialize_session') is not None\n"
     )

@@ -7,8 +7,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from notarius_dagster.definitions import run_pipeline
-from notarius_dagster.runner import run_settings, session_job
+from notarius_dagster.run.definitions import run_pipeline
+from notarius_dagster.run.runner import run_settings, session_job
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -63,7 +63,7 @@ def test_relative_paths_are_made_absolute(tmp_path: Path, monkeypatch: pytest.Mo
 def test_the_code_location_uses_the_one_layout(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from notarius_dagster.definitions import build_definitions
+    from notarius_dagster.run.definitions import build_definitions
 
     for name, folder in (
         ("NOTARIUS_DATA", "d"),

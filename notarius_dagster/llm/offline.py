@@ -197,7 +197,7 @@ class OfflineModelServer:
 
 
 SERVER_ENV = "NOTARIUS_OFFLINE_API_BASE"
-"""`<context tokens> <api base>` of a server started for the whole run (notarius_dagster/runner)."""
+"""`<context tokens> <api base>` of a server started for the whole run (run/runner.py)."""
 
 _SHARED: dict[int, OfflineModelServer] = {}
 _SHARED_LOCK = threading.Lock()

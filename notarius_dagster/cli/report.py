@@ -14,7 +14,7 @@ import webbrowser
 from pathlib import Path
 from typing import Any
 
-from notarius_dagster.cli_common import (
+from notarius_dagster.cli.common import (
     EXIT_OK,
     EXIT_USAGE,
     CommandError,

@@ -14,9 +14,9 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from notarius_dagster.cli_backfill import add_backfill_parser
-from notarius_dagster.cli_campaign import add_campaign_parser
-from notarius_dagster.cli_common import (
+from notarius_dagster.cli.backfill import add_backfill_parser
+from notarius_dagster.cli.campaign import add_campaign_parser
+from notarius_dagster.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
     EXIT_USAGE,
@@ -26,8 +26,8 @@ from notarius_dagster.cli_common import (
     ensure_dagster_home,
     open_instance,
 )
-from notarius_dagster.cli_eval import add_eval_parser
-from notarius_dagster.cli_report import add_report_parser
+from notarius_dagster.cli.evaluate import add_eval_parser
+from notarius_dagster.cli.report import add_report_parser
 from notarius_dagster.store import store_paths
 
 SESSIONS_AT_ONCE = 4
@@ -96,7 +96,7 @@ def _run_in_workers(args: argparse.Namespace, paths: list[Path], jobs: int) -> i
     max_concurrency."""
     import multiprocessing
 
-    from notarius_dagster.step_processes import start_forkserver
+    from notarius_dagster.run.step_processes import start_forkserver
 
     start_forkserver()  # no job announced: the workers run in process and build their own
     open_instance().dispose()  # created once here: workers creating it at once would race
@@ -119,7 +119,7 @@ def _run_in_workers(args: argparse.Namespace, paths: list[Path], jobs: int) -> i
 def _offline_server(args: argparse.Namespace) -> str | None:
     """This process's offline model server for the profile, if it uses the bundled model: the
     workers, forked from a forkserver started before it, adopt its address (runner.py)."""
-    from notarius_dagster.runner import offline_server_for
+    from notarius_dagster.run.runner import offline_server_for
 
     store = store_paths(data=args.data, bundles=args.out)
     return offline_server_for(
@@ -132,7 +132,7 @@ def _offline_server(args: argparse.Namespace) -> str | None:
 
 def _start_worker(offline_server: str | None) -> None:
     """A worker's start: SIGTERM stops its run, and its lanes use the command's model server."""
-    from notarius_dagster.runner import adopt_offline_server
+    from notarius_dagster.run.runner import adopt_offline_server
 
     stop_on_sigterm()
     adopt_offline_server(offline_server)
@@ -167,9 +167,9 @@ def _duplicate_session(paths: list[Path]) -> str | None:
 
 def _start_step_processes(args: argparse.Namespace) -> None:
     """Start the forkserver the run's step processes fork from before this process imports
-    Dagster, so the two start-ups overlap (notarius_dagster/step_processes.py); the run finds
+    Dagster, so the two start-ups overlap (notarius_dagster/run/step_processes.py); the run finds
     it running."""
-    from notarius_dagster.step_processes import start_forkserver, step_job_arguments
+    from notarius_dagster.run.step_processes import start_forkserver, step_job_arguments
 
     store = store_paths(data=args.data, bundles=args.out)
     lanes = args.lanes.split(",") if args.lanes else None
@@ -188,9 +188,9 @@ def _run_one(
     from notarius_dagster.engine.resolution import RuntimeBinding
     from notarius_dagster.engine.session_ids import session_id_from_filename, validate_session_id
     from notarius_dagster.engine.transcripts import check_same_source, register_transcript
+    from notarius_dagster.run.runner import run_session
+    from notarius_dagster.run.summary import print_summary
     from notarius_dagster.run_guard import session_start
-    from notarius_dagster.run_summary import print_summary
-    from notarius_dagster.runner import run_session
 
     store = store_paths(data=args.data, bundles=args.out)
     try:

@@ -28,8 +28,8 @@ from notarius_dagster.engine.resolution import (
 from notarius_dagster.engine.session_steps import RunPipeline
 from notarius_dagster.modules import load_modules
 from notarius_dagster.progress import progress_logger
+from notarius_dagster.run.step_processes import PRELOAD_MODULES
 from notarius_dagster.settings import Settings, load_settings
-from notarius_dagster.step_processes import PRELOAD_MODULES
 from resources.bundle_store import BundleStore
 from resources.io_managers import JsonAssetIOManager
 from resources.llm import llm_resource

@@ -1,4 +1,4 @@
-"""Imported last by the forkserver of a parallel run (notarius_dagster/step_processes.py:
+"""Imported last by the forkserver of a parallel run (notarius_dagster/run/step_processes.py:
 PRELOAD_MODULES): builds the session job that `notarius run` announced in NOTARIUS_STEP_JOB into
 the runner's cache, so every step forked from here finds it built. Imported anywhere else (the
 variable is set only while the forkserver starts), it does nothing."""
@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 import os
 
-from notarius_dagster.runner import session_job
-from notarius_dagster.step_processes import STEP_JOB_ENV
+from notarius_dagster.run.runner import session_job
+from notarius_dagster.run.step_processes import STEP_JOB_ENV
 
 
 def build_announced_job() -> None:

@@ -41,9 +41,9 @@ from notarius_dagster.engine.errors import LLMUnavailableError, NotariusError
 from notarius_dagster.engine.redaction import redact_secrets
 from notarius_dagster.engine.resolution import RuntimeBinding
 from notarius_dagster.engine.session_steps import RuntimeOverrides
+from notarius_dagster.run.step_processes import start_forkserver, step_job_arguments
 from notarius_dagster.run_guard import cli_run_tags
 from notarius_dagster.settings import Settings
-from notarius_dagster.step_processes import start_forkserver, step_job_arguments
 from notarius_dagster.store import store_paths
 
 
@@ -82,7 +82,7 @@ def build_run_definitions(
     llm_profile: str | None = None,
     lanes: Sequence[str] | None = None,
 ) -> Definitions:
-    from notarius_dagster.definitions import build_definitions
+    from notarius_dagster.run.definitions import build_definitions
 
     settings = run_settings(
         profile=profile, data_root=data_root, bundles_root=bundles_root, llm_profile=llm_profile
@@ -93,7 +93,7 @@ def build_run_definitions(
 _JOBS: dict[str, tuple[str, JobDefinition]] = {}
 """Session jobs built in this process, by their arguments, with the digest of the pipeline each
 was built from. A step process is a fork of a forkserver that built its run's job
-(notarius_dagster/step_processes.py), so it finds it here instead of building it twice."""
+(notarius_dagster/run/step_processes.py), so it finds it here instead of building it twice."""
 
 
 def session_job(
@@ -115,7 +115,7 @@ def session_job(
     `notarius run` started before that server existed, so it does not inherit the variable;
     this is the first code of the run every step process executes, so it adopts it here and
     its lane uses that server instead of loading the model again."""
-    from notarius_dagster.definitions import definitions_for, run_pipeline
+    from notarius_dagster.run.definitions import definitions_for, run_pipeline
 
     adopt_offline_server(offline_server)
 
@@ -154,10 +154,10 @@ def offline_server_for(
     run` does once for the sessions its workers run. None when the profile does not use the
     bundled model, does not resolve (each session's run reports why) or the server cannot
     start (the lanes fail with the reason, as always)."""
-    from notarius_dagster.definitions import run_pipeline
     from notarius_dagster.engine.errors import NotariusError
     from notarius_dagster.llm.offline import SERVER_ENV, export_shared_server
     from notarius_dagster.llm.profiles import LLMProfile
+    from notarius_dagster.run.definitions import run_pipeline
 
     settings = run_settings(
         profile=profile, data_root=data_root, bundles_root=bundles_root, llm_profile=llm_profile
@@ -214,7 +214,7 @@ def run_session(
     """Materialize one session. Raises NotariusError (before anything runs) for a profile or
     runtime references that do not resolve; a run that fails is an unsuccessful outcome."""
     from assets.factory import runtime_references_config
-    from notarius_dagster.definitions import definitions_for, run_pipeline
+    from notarius_dagster.run.definitions import definitions_for, run_pipeline
 
     settings = run_settings(
         profile=profile, data_root=data_root, bundles_root=bundles_root, llm_profile=llm_profile
@@ -274,7 +274,7 @@ def run_session(
         _remember_job(job_arguments, defs.resolve_job_def(SESSION_JOB_NAME))
         result: Any = execute_job(
             build_reconstructable_job(
-                "notarius_dagster.runner", "session_job", reconstructable_kwargs=job_arguments
+                "notarius_dagster.run.runner", "session_job", reconstructable_kwargs=job_arguments
             ),
             instance=instance,
             run_config=run_config,

@@ -9,7 +9,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from notarius_dagster.cli_common import EXIT_OK, EXIT_USAGE, CommandError, add_command, plain
+from notarius_dagster.cli.common import EXIT_OK, EXIT_USAGE, CommandError, add_command, plain
 
 
 def _pct(value: float | None) -> str:

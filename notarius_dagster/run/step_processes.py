@@ -9,7 +9,7 @@ was rebuilt twice (the execution plan and the step each reconstruct it). So the 
 imports PRELOAD_MODULES, which include these, and `notarius run` tells it (NOTARIUS_STEP_JOB,
 the job's plain arguments) which job to build before it serves its first fork.
 
-`notarius_dagster/forkserver_job.py` does that build; it is the last entry of PRELOAD_MODULES,
+`notarius_dagster/run/forkserver_job.py` does that build; it is the last entry of PRELOAD_MODULES,
 so everything it needs is already imported. A run the UI or the daemon launches gets the same
 preloaded forkserver from the executor, without a job announced; the in-process path (tests,
 `execute_in_process`) never starts one."""
@@ -41,12 +41,12 @@ _STORAGE_MODULES = [
 ]
 
 PRELOAD_MODULES = [
-    "notarius_dagster.definitions",
-    "notarius_dagster.runner",
+    "notarius_dagster.run.definitions",
+    "notarius_dagster.run.runner",
     # The LLM client (litellm alone costs seconds of CPU), so no lane step imports it.
     "notarius_dagster.llm.client",
     *_STORAGE_MODULES,
-    "notarius_dagster.forkserver_job",  # last: builds the job NOTARIUS_STEP_JOB names
+    "notarius_dagster.run.forkserver_job",  # last: builds the job NOTARIUS_STEP_JOB names
 ]
 """Modules a step process needs, imported once by the forkserver so each step is a fork, not
 an import."""

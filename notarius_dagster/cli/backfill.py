@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from notarius_dagster.cli_common import EXIT_FAILED, EXIT_OK, ensure_dagster_home
+from notarius_dagster.cli.common import EXIT_FAILED, EXIT_OK, ensure_dagster_home
 
 STALE_RERUN_TAG = "notarius/stale-rerun"
 
@@ -109,8 +109,8 @@ def stale_backfill(
 def cmd_backfill(args: argparse.Namespace) -> int:
     from dagster import DagsterInstance
 
-    from notarius_dagster.definitions import build_definitions
     from notarius_dagster.engine.errors import NotariusError
+    from notarius_dagster.run.definitions import build_definitions
     from notarius_dagster.settings import load_settings
 
     ensure_dagster_home()

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from notarius_dagster.cli_common import (
+from notarius_dagster.cli.common import (
     EXIT_OK,
     CommandError,
     add_command,
