@@ -9,15 +9,20 @@ is not published — not run yet, or deleted with `notarius sessions delete` —
 nothing, and no session re-runs for it. Its data version is the codex's digest: a rebuild that
 changes nothing is a new materialization with the same data version.
 
-The sensor `campaign_codex_sensor` requests a codex run whenever a `session_bundle`
-materialization newer than its cursor exists (any partition): publishing, or re-publishing
-after a prompt edit, updates the codex; and when the sessions that have a bundle differ from
-those the codex lists as published (`notarius sessions delete`), it asks again. No LLM call is
+The sensor `campaign_codex_sensor` requests one codex run per change of the campaign's
+sessions (`codex_decision`): a `session_bundle` materialization of a session the roster lists,
+newer than its cursor, whose data version differs from the one the codex last saw. Bundles of
+sessions outside the roster, bundles re-published unchanged, and bundles the codex was already
+built after (e.g. "Materialize all", which builds the codex in the session's own run) ask for
+nothing. When the sessions that have a bundle differ from those the codex lists as published
+(`notarius sessions delete`), it asks again. No LLM call is
 made, so it runs by default."""
 
 # No `from __future__ import annotations` here: Dagster reads the asset function's annotations
 # as real types.
+import json
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from dagster import (
@@ -25,9 +30,12 @@ from dagster import (
     AssetDep,
     AssetExecutionContext,
     AssetKey,
+    AssetRecordsFilter,
     AssetsDefinition,
+    DagsterInstance,
     DataVersion,
     DefaultSensorStatus,
+    EventLogRecord,
     Failure,
     MaterializeResult,
     MetadataValue,
@@ -48,6 +56,7 @@ from notarius_dagster.campaign.store import (
 )
 from notarius_dagster.dnd.roster import ROSTER_SLOT
 from notarius_dagster.engine.resolution import ResolvedPipeline
+from notarius_dagster.staleness import DATA_VERSION_TAG
 from resources.bundle_store import BundleStore
 
 CODEX_ASSET = "campaign_codex"
@@ -81,6 +90,74 @@ def published_differs(bundles_root: Path, roster_file: Path) -> list[str] | None
         return None
     existing = [s.id for s in roster.ordered_sessions() if (bundles_root / s.id).exists()]
     return existing if existing != entry.published else None
+
+
+@dataclass(frozen=True)
+class CodexCursor:
+    """What the codex sensor has seen: the newest roster bundle materialization it acted on
+    (`after`, a storage id) and each roster session's bundle data version then (`versions`)."""
+
+    after: int = 0
+    versions: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, raw: str | None) -> "CodexCursor":
+        """A cursor from its JSON (an older bare storage id is read as `after`)."""
+        if not raw:
+            return cls()
+        if raw.isdigit():
+            return cls(after=int(raw))
+        data = json.loads(raw)
+        return cls(after=int(data.get("after", 0)), versions=dict(data.get("versions", {})))
+
+    def dump(self) -> str:
+        return json.dumps({"after": self.after, "versions": self.versions}, sort_keys=True)
+
+
+def _data_version(record: EventLogRecord) -> str:
+    materialization = record.asset_materialization
+    return (materialization.tags or {}).get(DATA_VERSION_TAG, "") if materialization else ""
+
+
+def codex_decision(
+    instance: DagsterInstance, sessions: list[str], raw_cursor: str | None
+) -> tuple[RunRequest | SkipReason, str | None]:
+    """Whether the codex needs a build, and the sensor's next cursor.
+
+    A build is asked for once per change of the roster's sessions: a `session_bundle`
+    materialization of a roster session, newer than the cursor, whose data version differs from
+    the one the codex last saw. Bundles of sessions outside the roster are never looked at; a
+    codex materialized after the newest bundle (e.g. by "Materialize all" in the same run)
+    already covers it."""
+    cursor = CodexCursor.parse(raw_cursor)
+    if not sessions:
+        return SkipReason("the roster lists no session"), raw_cursor
+    new = instance.fetch_materializations(
+        AssetRecordsFilter(BUNDLE_ASSET, asset_partitions=sessions, after_storage_id=cursor.after),
+        limit=1000,
+        ascending=True,
+    ).records
+    if not new:
+        if not cursor.after:
+            return SkipReason("no session of the roster has a published bundle yet"), raw_cursor
+        return SkipReason("no bundle of the roster's sessions changed since the last codex"), (
+            raw_cursor
+        )
+    versions = dict(cursor.versions)
+    changed = False
+    for record in new:
+        session = record.partition_key or ""
+        version = _data_version(record)
+        changed = changed or not version or versions.get(session) != version
+        versions[session] = version
+    latest = new[-1].storage_id
+    advanced = CodexCursor(after=latest, versions=versions).dump()
+    if not changed:
+        return SkipReason("the roster's bundles were re-published unchanged"), advanced
+    codex = instance.fetch_materializations(AssetKey(CODEX_ASSET), limit=1).records
+    if codex and codex[0].storage_id > latest:
+        return SkipReason("the codex was already built after the latest bundle"), advanced
+    return RunRequest(run_key=f"codex-after-{latest}"), advanced
 
 
 def build_campaign_assets(
@@ -135,19 +212,23 @@ def build_campaign_assets(
         asset_selection=[AssetKey(CODEX_ASSET)],
         minimum_interval_seconds=30,
         default_status=DefaultSensorStatus.RUNNING,
-        description="Rebuilds the campaign codex after any session bundle is published.",
+        description="Rebuilds the campaign codex once after a session of its roster publishes a "
+        "changed bundle (never for sessions outside the roster, never when the codex was "
+        "already built after it).",
     )
     def campaign_codex_sensor(context: SensorEvaluationContext) -> RunRequest | SkipReason:
-        result = context.instance.fetch_materializations(BUNDLE_ASSET, limit=1)
-        latest = result.records[0].storage_id if result.records else 0
-        if context.cursor and int(context.cursor) >= latest:
-            existing = published_differs(bundles_root, roster_file) if bundles_root else None
+        try:
+            sessions = [s.id for s in load_roster(roster_file).ordered_sessions()]
+        except (CodexError, ValueError) as exc:
+            return SkipReason(f"the roster cannot be read: {exc}")
+        decision, cursor = codex_decision(context.instance, sessions, context.cursor)
+        if cursor != context.cursor:
+            context.update_cursor(cursor)
+        if isinstance(decision, SkipReason) and bundles_root is not None:
+            existing = published_differs(bundles_root, roster_file)
             if existing is not None:  # a session was deleted: one run per (bundle, set)
-                return RunRequest(run_key=f"codex-after-{latest}-{'+'.join(existing)}"[:500])
-            return SkipReason("no session bundle published or deleted since the last codex")
-        if not latest:
-            return SkipReason("no session bundle has been published yet")
-        context.update_cursor(str(latest))
-        return RunRequest(run_key=f"codex-after-{latest}")
+                seen = CodexCursor.parse(cursor).after
+                return RunRequest(run_key=f"codex-after-{seen}-{'+'.join(existing)}"[:500])
+        return decision
 
     return [campaign_codex], [campaign_codex_sensor]

@@ -10,9 +10,16 @@ import json
 from pathlib import Path
 
 import jsonschema
-from dagster import DagsterInstance, RunRequest, SkipReason, build_sensor_context, materialize
+from dagster import (
+    AssetMaterialization,
+    DagsterInstance,
+    RunRequest,
+    SkipReason,
+    build_sensor_context,
+    materialize,
+)
 
-from assets.campaign import CODEX_ASSET, CODEX_SENSOR
+from assets.campaign import CODEX_ASSET, CODEX_SENSOR, codex_decision
 from notarius_dagster.engine.bundle import remove_bundle
 from notarius_dagster.engine.transcripts import register_transcript
 from notarius_dagster.llm.test_double import scripted_llm
@@ -110,3 +117,47 @@ def test_a_profile_without_a_roster_has_no_codex(tmp_path: Path) -> None:
     keys = {k.to_user_string() for k in defs.resolve_asset_graph().get_all_asset_keys()}
     assert CODEX_ASSET not in keys
     assert CODEX_SENSOR not in {s.name for s in defs.sensors or []}
+
+
+def _bundle_published(instance: DagsterInstance, session: str, version: str) -> None:
+    """A `session_bundle` materialization of `session` as Dagster records it (its data version
+    is the tag Dagster writes), without running the session."""
+    instance.report_runless_asset_event(
+        AssetMaterialization(
+            "session_bundle", partition=session, tags={"dagster/data_version": version}
+        )
+    )
+
+
+def test_the_codex_sensor_builds_once_per_change_of_the_rosters_sessions(
+    instance: DagsterInstance,
+) -> None:
+    roster = ["s1", "s2"]
+    # a session outside the roster never asks for a codex
+    _bundle_published(instance, "elsewhere", "v1")
+    decision, cursor = codex_decision(instance, roster, None)
+    assert isinstance(decision, SkipReason)
+    assert "no session of the roster" in (decision.skip_message or "")
+
+    _bundle_published(instance, "s1", "v1")
+    decision, cursor = codex_decision(instance, roster, cursor)
+    assert isinstance(decision, RunRequest)
+    decision, cursor = codex_decision(instance, roster, cursor)
+    assert isinstance(decision, SkipReason)  # once, not on every tick
+
+    # re-published with the same data version (nothing changed): no build
+    _bundle_published(instance, "s1", "v1")
+    decision, cursor = codex_decision(instance, roster, cursor)
+    assert isinstance(decision, SkipReason)
+    assert "unchanged" in (decision.skip_message or "")
+
+    # changed, but the codex was already built after it (e.g. "Materialize all")
+    _bundle_published(instance, "s2", "v7")
+    instance.report_runless_asset_event(AssetMaterialization(CODEX_ASSET))
+    decision, cursor = codex_decision(instance, roster, cursor)
+    assert isinstance(decision, SkipReason)
+    assert "already built" in (decision.skip_message or "")
+
+    _bundle_published(instance, "s2", "v8")
+    decision, _ = codex_decision(instance, roster, cursor)
+    assert isinstance(decision, RunRequest)
