@@ -16,11 +16,16 @@ Every materializable session asset carries `session_condition()`:
   dependants follow through `eager()` (their dependency will be requested on this tick).
 
 The sensor (`AUTOMATION_SENSOR_NAME`) evaluates these conditions for the whole code location.
-It is stopped by default: a prompt edit re-runs that lane in every session, which costs model
-calls for every changed chunk; switch it on under *Automation* (or set
-NOTARIUS_AUTOMATION=running). It launches plain runs, one per session (it never emits
-backfills), tagged like every other run (`assets/run_tags.py`). The run queue
-(`dagster.yaml: concurrency.runs.max_concurrent_runs`) bounds how many of them run at once."""
+It runs by default, so its first evaluation (one interval after the code location loads)
+records the code versions a later edit is compared with: `code_version_changed()` has no
+baseline before a sensor's first evaluation, so a sensor switched on only after an edit would
+never see that edit (measured on Dagster 1.13: "set: never" on the first tick). A prompt edit
+therefore re-runs that lane in every session materialized before, which costs model calls for
+every changed chunk (checkpoints keep the rest free); NOTARIUS_AUTOMATION=stopped (or the
+toggle under *Automation*) opts out, and `notarius backfill --stale` is then the route.
+It launches plain runs, one per session (it never emits backfills), tagged like every other
+run (`assets/run_tags.py`). The run queue (`dagster.yaml:
+concurrency.runs.max_concurrent_runs`) bounds how many of them run at once."""
 
 from __future__ import annotations
 
@@ -63,12 +68,12 @@ def session_condition() -> AutomationCondition:
 
 
 def automation_default_status() -> DefaultSensorStatus:
-    """STOPPED unless NOTARIUS_AUTOMATION=running; any other value is an error naming it."""
+    """RUNNING unless NOTARIUS_AUTOMATION=stopped; any other value is an error naming it."""
     raw = os.environ.get(AUTOMATION_ENV, "").strip().lower()
-    if raw in ("", "stopped"):
-        return DefaultSensorStatus.STOPPED
-    if raw == "running":
+    if raw in ("", "running"):
         return DefaultSensorStatus.RUNNING
+    if raw == "stopped":
+        return DefaultSensorStatus.STOPPED
     raise NotariusError(f"{AUTOMATION_ENV} must be 'running' or 'stopped', got {raw!r}")
 
 

@@ -213,6 +213,9 @@ def server_environment(root: Path, home: Path, data: Path, inbox: Path) -> dict[
             "NOTARIUS_TEST_DOUBLE_RESPONDER": "tests.doubles:lane_responder",
             "NOTARIUS_INBOX_INTERVAL": "1",
             "NOTARIUS_INBOX_SETTLE_SECONDS": "1",
+            # Off unless a test turns it on (its default is on): a test that clicks or drops a
+            # file must see only the runs it starts.
+            "NOTARIUS_AUTOMATION": "stopped",
             "PYTHONPATH": os.pathsep.join(python_path),
             "LITELLM_LOCAL_MODEL_COST_MAP": "True",
             "PYTHONUNBUFFERED": "1",

@@ -65,14 +65,16 @@ def test_every_session_asset_carries_a_condition_and_one_sensor_evaluates_them(
     assert {k for k, s in specs.items() if s.automation_condition is not None} == materializable
     sensors = [s for s in defs.sensors or [] if isinstance(s, AutomationConditionSensorDefinition)]
     assert [s.name for s in sensors] == [AUTOMATION_SENSOR_NAME]
-    assert sensors[0].default_status == DefaultSensorStatus.STOPPED
+    assert sensors[0].default_status == DefaultSensorStatus.RUNNING
     assert "stale_lanes_sensor" not in {s.name for s in defs.sensors or []}
 
 
-def test_the_sensor_is_stopped_unless_the_environment_says_running(
+def test_the_sensor_runs_unless_the_environment_says_stopped(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv(AUTOMATION_ENV, raising=False)
+    assert automation_default_status() == DefaultSensorStatus.RUNNING
+    monkeypatch.setenv(AUTOMATION_ENV, "stopped")
     assert automation_default_status() == DefaultSensorStatus.STOPPED
     monkeypatch.setenv(AUTOMATION_ENV, "running")
     assert automation_default_status() == DefaultSensorStatus.RUNNING
@@ -108,6 +110,10 @@ def test_a_prompt_edit_requests_only_that_lane_and_its_dependants(
     prompt.write_text(NPCS.prompt.read_text() + "\nPrefer full names.\n")
     lane_doubles.use_prompt(monkeypatch, NPCS.kind, prompt)
     edited = build_run_definitions(profile=COMPLETE, data_root=data, llm_profile="test-double")
+    # Why the sensor runs by default: a sensor whose first evaluation comes after the edit has
+    # no baseline, so Dagster's `code_version_changed()` sees no change and nothing re-runs.
+    switched_on_late = evaluate_automation_conditions(defs=edited, instance=instance)
+    assert requested(switched_on_late) == {}
     second = evaluate_automation_conditions(defs=edited, instance=instance, cursor=first.cursor)
     wanted = {"npcs", *NPC_DEPENDANTS, "session_bundle", "session_report"}
     specs = {s.key.to_user_string() for s in edited.resolve_all_asset_specs()}
