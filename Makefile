@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 	mkdir -p $(DAGSTER_HOME) $(NOTARIUS_DATA) $(NOTARIUS_INBOX)
-	test -f $(DAGSTER_HOME)/dagster.yaml || cp dagster.yaml $(DAGSTER_HOME)/dagster.yaml
+	test -f $(DAGSTER_HOME)/dagster.yaml || cp configs/dagster.yaml $(DAGSTER_HOME)/dagster.yaml
 
 demo: setup
 	$(VENV)/bin/notarius run $(SAMPLE) --config configs/offline.yaml --out $(NOTARIUS_DATA)/bundles
@@ -30,10 +30,13 @@ test: setup lint
 test-fast: setup
 	$(PY) -m pytest -q -m "not slow"
 
+# `dg dev` reads the project from pyproject.toml ([tool.dg]); VIRTUAL_ENV tells it this venv is
+# the project's (it warns otherwise).
 ui: setup
-	$(VENV)/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+	VIRTUAL_ENV=$(CURDIR)/$(VENV) PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VENV)/bin/dg dev --host 127.0.0.1 --port 3000
 
 lint: setup
+	VIRTUAL_ENV=$(CURDIR)/$(VENV) PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VENV)/bin/dg check defs
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy

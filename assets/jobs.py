@@ -1,10 +1,11 @@
 """The one asset job: materialize every asset of a session partition (the `ingest`, `lanes` and
-`publish` groups, without the external transcript)."""
+`publish` groups, without the external transcript). Its partitions are the selected assets'
+own (`sessions_partitions`): Dagster infers them, so the job does not restate them (the job's
+`partitions_def` argument is deprecated)."""
 
 from dagster import AssetSelection, define_asset_job
 
 from assets.graph_style import SESSION_GROUPS
-from assets.partitions import sessions_partitions
 
 SESSION_JOB_NAME = "materialize_session"
 
@@ -13,6 +14,5 @@ session_selection = AssetSelection.groups(*SESSION_GROUPS) - AssetSelection.asse
 materialize_session = define_asset_job(
     SESSION_JOB_NAME,
     selection=session_selection,
-    partitions_def=sessions_partitions,
     description="Turn one session transcript into its published bundle.",
 )

@@ -1,8 +1,9 @@
 """The real Dagster servers for the end-to-end tests, shared by every test that asks for them.
 
-`dagster dev` (the webserver, the daemon and the code server, exactly as `make ui` starts them)
-runs from the repository's `workspace.yaml` on 127.0.0.1 and a free port, in a temporary
-DAGSTER_HOME holding a copy of the repository's `dagster.yaml`, with a temporary store and inbox.
+`dg dev` (the webserver, the daemon and the code server, exactly as `make ui` starts them)
+loads the project pyproject.toml names, on 127.0.0.1 and a free port, in a temporary
+DAGSTER_HOME holding a copy of the repository's `configs/dagster.yaml`, with a temporary store
+and inbox.
 The model is the test double: NOTARIUS_LLM_PROFILE=test-double, and
 NOTARIUS_TEST_DOUBLE_RESPONDER names `tests.doubles:lane_responder`, which answers the calls of
 runs the daemon launches in its own processes (see notarius_dagster/llm/test_double.py).
@@ -105,6 +106,12 @@ class DagsterServers:
     @property
     def transcripts(self) -> Path:
         return self.data / "transcripts"
+
+    def warnings(self) -> list[str]:
+        """The lines of the servers' log that warn (a deprecation, a misplaced dagster.yaml,
+        a mismatched venv): what a person running `make ui` would see."""
+        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        return [line for line in text.splitlines() if "warning" in line.lower()]
 
     def log_tail(self, lines: int = 60) -> str:
         try:
@@ -233,23 +240,19 @@ def start_servers(
     home, data, inbox = root / "dagster-home", root / "data", root / "inbox"
     for folder in (home, data, inbox):
         folder.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(REPO / "dagster.yaml", home / "dagster.yaml")
+    shutil.copyfile(REPO / "configs" / "dagster.yaml", home / "dagster.yaml")
     port = free_port()
     log_path = root / "dagster-dev.log"
     with log_path.open("wb") as log:
         process = subprocess.Popen(
-            [
-                str(VENV_BIN / "dagster"),
-                "dev",
-                "-w",
-                str(REPO / "workspace.yaml"),
-                "-h",
-                "127.0.0.1",
-                "-p",
-                str(port),
-            ],
+            # What `make ui` runs: `dg dev` reads the project from pyproject.toml ([tool.dg]).
+            [str(VENV_BIN / "dg"), "dev", "--host", "127.0.0.1", "--port", str(port)],
             cwd=REPO,
-            env={**server_environment(root, home, data, inbox), **(env or {})},
+            env={
+                **server_environment(root, home, data, inbox),
+                "VIRTUAL_ENV": str(VENV_BIN.parent),
+                **(env or {}),
+            },
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,

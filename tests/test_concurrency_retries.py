@@ -257,12 +257,12 @@ def test_every_lane_asset_is_in_pool_llm_and_nothing_else_is(tmp_path: Path) -> 
 
 
 def test_the_instance_config_sets_a_run_queue_limit_and_the_pool_default(tmp_path: Path) -> None:
-    config = yaml.safe_load((REPO / "dagster.yaml").read_text())
+    config = yaml.safe_load((REPO / "configs" / "dagster.yaml").read_text())
     max_runs = config["concurrency"]["runs"]["max_concurrent_runs"]
     pool_limit = config["concurrency"]["pools"]["default_limit"]
     assert isinstance(max_runs, int) and max_runs >= 1
     assert isinstance(pool_limit, int) and pool_limit >= 1
-    shutil.copyfile(REPO / "dagster.yaml", tmp_path / "dagster.yaml")
+    shutil.copyfile(REPO / "configs" / "dagster.yaml", tmp_path / "dagster.yaml")
     with DagsterInstance.from_config(str(tmp_path)) as instance:
         concurrency = instance.get_concurrency_config()
         assert concurrency.run_queue_config is not None
@@ -271,7 +271,7 @@ def test_the_instance_config_sets_a_run_queue_limit_and_the_pool_default(tmp_pat
 
 
 def test_the_postgres_instance_config_keeps_the_same_limits() -> None:
-    default = yaml.safe_load((REPO / "dagster.yaml").read_text())
+    default = yaml.safe_load((REPO / "configs" / "dagster.yaml").read_text())
     postgres = yaml.safe_load((REPO / "configs" / "dagster-postgres.yaml").read_text())
     assert postgres["concurrency"] == default["concurrency"]
     assert postgres["storage"]["postgres"]["postgres_url"] == {"env": "NOTARIUS_PG_URL"}

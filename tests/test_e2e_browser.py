@@ -106,6 +106,9 @@ def test_a_session_partition_is_materialized_by_clicking_in_the_ui(
 ) -> None:
     from playwright.sync_api import expect
 
+    # `make ui`'s own command, started as a person starts it: not one warning on the way
+    # (no `dagster dev` supersession, no dagster.yaml outside DAGSTER_HOME, no venv mismatch).
+    assert dagster_servers.warnings() == []
     page.goto(dagster_servers.url)
     page.get_by_role("navigation").get_by_role("link", name="Lineage").click()
     expect(page.get_by_text("Global asset lineage")).to_be_visible()

@@ -4,6 +4,7 @@ the code location named `notarius`."""
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -53,8 +54,13 @@ def test_the_owner_comes_from_the_environment_and_is_checked(
         owners()
 
 
-def test_the_code_location_is_named_notarius() -> None:
+def test_the_code_location_is_named_notarius_wherever_it_is_loaded_from() -> None:
+    """`make ui` (`dg dev`) reads pyproject.toml; a deployment's webserver and daemon read
+    workspace.yaml: both name the same location and module."""
     workspace = yaml.safe_load((REPO / "workspace.yaml").read_text())
     [entry] = workspace["load_from"]
     assert entry["python_module"]["location_name"] == "notarius"
     assert entry["python_module"]["module_name"] == "notarius_dagster.run.definitions"
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["dg"]["project"]
+    assert project["code_location_name"] == "notarius"
+    assert project["code_location_target_module"] == "notarius_dagster.run.definitions"

@@ -101,7 +101,7 @@ def test_a_trickling_provider_cannot_keep_the_command_alive_past_the_deadline(
 
     home = tmp_path / "home"
     home.mkdir()
-    shutil.copy(REPO / "dagster.yaml", home / "dagster.yaml")
+    shutil.copy(REPO / "configs" / "dagster.yaml", home / "dagster.yaml")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NOTARIUS_", "DAGSTER_"))}
     env |= {"DAGSTER_HOME": str(home), "PYTHONPATH": str(REPO), KEY_ENV: "sk-test-not-a-key"}
     with FakeProvider(mode="trickle", trickle_s=0.2) as fake:

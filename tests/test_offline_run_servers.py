@@ -108,7 +108,7 @@ def test_a_notarius_run_loads_the_bundled_model_once(
 ) -> None:
     home = tmp_path / "home"
     home.mkdir()
-    shutil.copy(REPO / "dagster.yaml", home / "dagster.yaml")
+    shutil.copy(REPO / "configs" / "dagster.yaml", home / "dagster.yaml")
     config = tmp_path / "profile.yaml"
     config.write_text(PROFILE)
     transcripts = []

@@ -146,3 +146,53 @@ def test_hostile_transcript_text_stays_text_in_the_browser(
     expect(page.locator("body")).to_be_visible()  # the injected </style> did not hide it
     assert watched.dialogs == [] and watched.errors == []
     assert watched.only_fetched(uri) == []
+
+
+# A word split across lines inside a table cell (what `overflow-wrap: anywhere` did at 375 px,
+# letter by letter): every word of up to 24 characters must sit on one line (a Range over its
+# characters has one line top; a line may still break after a hyphen or a slash, as browsers do). Longer tokens (a 71-character digest) may break: no phone fits
+# them. The page itself must not scroll sideways (a wide table scrolls inside itself).
+_LAYOUT_AT_PHONE_WIDTH = """() => {
+  const broken = [];
+  for (const cell of document.querySelectorAll('td, th, dd')) {
+    const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      for (const match of node.textContent.matchAll(/[^\\s\\/\u2013\u2014-]+/g)) {
+        if (match[0].length > 24) continue;
+        const range = document.createRange();
+        range.setStart(node, match.index);
+        range.setEnd(node, match.index + match[0].length);
+        const tops = new Set([...range.getClientRects()].map(r => Math.round(r.top)));
+        if (tops.size > 1) broken.push(match[0]);
+      }
+    }
+  }
+  return {broken, pageWidth: document.documentElement.scrollWidth,
+          viewport: window.innerWidth};
+}"""
+
+
+@pytest.mark.slow
+def test_the_report_and_the_codex_are_readable_on_a_phone(
+    sample: SampleBundle, browser: Browser, tmp_path: Path
+) -> None:
+    from notarius_dagster.campaign.store import load_roster, publish_codex
+    from tests.campaign_sessions import ROSTER, SLICES, publish_session, session_lanes
+
+    bundles = tmp_path / "bundles"
+    for session in SLICES:
+        publish_session(bundles, session, session_lanes(session))
+    codex = publish_codex(bundles, load_roster(ROSTER))
+    codex_page = bundles / ".campaigns" / codex.codex.campaign / "codex.html"
+    context = browser.new_context(viewport={"width": 375, "height": 812}, is_mobile=True)
+    try:
+        page = context.new_page()
+        for name, path in (("session-report", sample.report), ("campaign-codex", codex_page)):
+            page.goto(path.as_uri())
+            layout = page.evaluate(_LAYOUT_AT_PHONE_WIDTH)
+            page.screenshot(path=str(artifacts() / f"{name}-375px.png"), full_page=False)
+            assert layout["viewport"] == 375, f"{name}: no viewport meta (laid out at 980 px)"
+            assert layout["broken"] == [], f"{name}: words split inside table cells"
+            assert layout["pageWidth"] <= 375, f"{name}: the page scrolls sideways"
+    finally:
+        context.close()

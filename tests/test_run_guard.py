@@ -94,7 +94,7 @@ def test_a_second_cli_run_is_refused_and_a_killed_one_is_failed_by_the_next(
     tmp_path: Path, provider: FakeProvider
 ) -> None:
     (tmp_path / "home").mkdir()
-    shutil.copy(REPO / "dagster.yaml", tmp_path / "home" / "dagster.yaml")
+    shutil.copy(REPO / "configs" / "dagster.yaml", tmp_path / "home" / "dagster.yaml")
     env = env_for(tmp_path)
     cfg = hanging_profile(tmp_path, provider.api_base)
     first = subprocess.Popen(
@@ -150,7 +150,7 @@ def test_sigterm_stops_every_session_of_a_command_and_records_their_runs_ended(
     out, the profile's timeout_s), the runs are recorded as ended, not left STARTED, and no
     worker is left calling the model."""
     (tmp_path / "home").mkdir()
-    shutil.copy(REPO / "dagster.yaml", tmp_path / "home" / "dagster.yaml")
+    shutil.copy(REPO / "configs" / "dagster.yaml", tmp_path / "home" / "dagster.yaml")
     cfg = hanging_profile(tmp_path, provider.api_base, timeout_s=5)
     other = tmp_path / "other.jsonl"
     shutil.copy(SAMPLE, other)
@@ -190,7 +190,7 @@ def test_sigterm_stops_every_session_of_a_command_and_records_their_runs_ended(
 def test_the_instance_config_limits_one_run_per_session_and_monitors_runs(
     tmp_path: Path,
 ) -> None:
-    for source in (REPO / "dagster.yaml", REPO / "configs" / "dagster-postgres.yaml"):
+    for source in (REPO / "configs" / "dagster.yaml", REPO / "configs" / "dagster-postgres.yaml"):
         home = tmp_path / source.stem
         home.mkdir()
         text = source.read_text()
@@ -235,7 +235,7 @@ def test_sessions_list_fails_orphaned_cli_runs_of_this_host_only(tmp_path: Path)
 
     home = tmp_path / "home"
     home.mkdir()
-    shutil.copy(REPO / "dagster.yaml", home / "dagster.yaml")
+    shutil.copy(REPO / "configs" / "dagster.yaml", home / "dagster.yaml")
     host = socket.gethostname()
     with DagsterInstance.from_config(str(home)) as instance:
         runs = {

@@ -68,7 +68,7 @@ def created_instance(tmp_path: Path) -> Path:
     """DAGSTER_HOME with the project's dagster.yaml and its storage created."""
     home = tmp_path / "home"
     home.mkdir()
-    shutil.copy(REPO / "dagster.yaml", home / "dagster.yaml")
+    shutil.copy(REPO / "configs" / "dagster.yaml", home / "dagster.yaml")
     DagsterInstance.from_config(str(home)).dispose()
     return home
 

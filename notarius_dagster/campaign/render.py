@@ -57,6 +57,7 @@ def render_codex_page(codex: Codex) -> str:
     parts = [
         "<!doctype html>",
         '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
         f"<title>{text(title)} — campaign codex</title><style>{CSS}</style></head><body>",
         f"<h1>{text(title)}</h1>",

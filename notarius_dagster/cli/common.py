@@ -62,14 +62,15 @@ INSTANCE_READY = ".notarius-instance-ready"
 
 
 def ensure_dagster_home() -> Path:
-    """Use DAGSTER_HOME, or ./var/dagster-home with the repository's dagster.yaml; the instance
-    is created there once, safely, by whichever command comes first."""
+    """Use DAGSTER_HOME, or ./var/dagster-home with the repository's configs/dagster.yaml; the
+    instance is created there once, safely, by whichever command comes first."""
     home = Path(os.environ.get("DAGSTER_HOME") or REPO_ROOT / "var" / "dagster-home").resolve()
     home.mkdir(parents=True, exist_ok=True)
-    if not (home / "dagster.yaml").exists() and (REPO_ROOT / "dagster.yaml").exists():
+    template = REPO_ROOT / "configs" / "dagster.yaml"
+    if not (home / "dagster.yaml").exists() and template.exists():
         with _home_lock(home):  # two first commands must not both write it
             if not (home / "dagster.yaml").exists():
-                write_atomically(home / "dagster.yaml", (REPO_ROOT / "dagster.yaml").read_bytes())
+                write_atomically(home / "dagster.yaml", template.read_bytes())
     os.environ["DAGSTER_HOME"] = str(home)
     create_instance_once(home)
     return home

@@ -42,7 +42,7 @@ code { font-family: ui-monospace, monospace; font-size: 0.9em; }
 a { color: var(--cited); }
 .facts { display: grid; grid-template-columns: max-content 1fr; gap: 0.1rem 1rem; margin: 0; }
 .facts dt { color: var(--muted); }
-.facts dd { margin: 0; overflow-wrap: anywhere; }
+.facts dd { margin: 0; overflow-wrap: break-word; min-width: 0; }
 .status { display: inline-block; padding: 0.1rem 0.6rem; border-radius: 1rem; font-weight: 600; }
 .status.ok { background: #dafbe1; color: #1a7f37; }
 .status.bad { background: #ffebe9; color: #cf222e; }
@@ -50,7 +50,7 @@ a { color: var(--cited); }
 nav ul { display: flex; flex-wrap: wrap; gap: 0.4rem 1rem; list-style: none; padding: 0; }
 table { border-collapse: collapse; width: 100%; margin: 0.3rem 0 0.8rem; font-size: 0.92rem; }
 th, td { border: 1px solid var(--line); padding: 0.25rem 0.45rem; text-align: left;
-  vertical-align: top; overflow-wrap: anywhere; }
+  vertical-align: top; overflow-wrap: break-word; }
 th { background: #f6f8fa; }
 .none, .empty, .lane, .note, .id, .meta, .gap, .missing { color: var(--muted); }
 .lane { font-size: 0.85rem; margin: 0.2rem 0; }
@@ -73,6 +73,14 @@ th { background: #f6f8fa; }
 .unit .speaker { font-weight: 600; margin-right: 0.4rem; }
 .unit .clock { color: var(--muted); font-size: 0.85rem; margin-right: 0.4rem; }
 .unit .text { white-space: pre-wrap; }
+/* A phone (375 px): a table keeps its words whole and scrolls sideways inside itself; the page
+   itself never scrolls sideways. */
+@media (max-width: 40rem) {
+  body { padding: 0.6rem 0.7rem 3rem; }
+  table { display: block; overflow-x: auto; }
+  .facts { grid-template-columns: 1fr; }
+  .facts dt { margin-top: 0.3rem; }
+}
 .unit.cited { border-left-color: var(--cited); background: #f6faff; }
 .unit.context { color: #3d444d; }
 .unit .mark { font-size: 0.7rem; text-transform: uppercase; letter-spacing: 0.05em;
