@@ -607,6 +607,46 @@ def test_rejections_and_warnings_are_counted_by_validator_and_code(tmp_path: Pat
     assert "published no output (rejected)" in html  # the NPC section says why it is empty
 
 
+def test_the_badge_says_what_happened_not_the_contracts_rejected(tmp_path: Path) -> None:
+    """`validation_status` is `rejected` as soon as one chunk is (docs/bundle.md); the badge
+    a person reads says every lane was accepted and how many chunks were rejected."""
+    rejection = {
+        "stage": "extract",
+        "lane": "npcs",
+        "module": "m",
+        "chunk_id": "c1",
+        "validator": "schema",
+        "message": "m",
+        "attempts": 2,
+    }
+    npc = {
+        "id": "npc-y",
+        "name": "Yussa",
+        "aliases": [],
+        "description": "",
+        "source_refs": [ref(1, 1)],
+    }
+    one_bad_chunk = write_bundle(
+        tmp_path / "a", order=[1], lanes={"npcs": [npc]}, rejected=[rejection]
+    )
+    html = render_report(load_bundle(one_bad_chunk))
+    assert '<span class="status warn">all 1 lane(s) accepted, 1 chunk rejection(s)</span>' in html
+    assert "validation_status: rejected" in html  # the contract value is still shown, muted
+    clean = render_report(
+        load_bundle(write_bundle(tmp_path / "b", order=[1], lanes={"npcs": [npc]}))
+    )
+    assert '<span class="status ok">all 1 lane(s) accepted</span>' in clean
+    lane_rejected = write_bundle(
+        tmp_path / "c",
+        order=[1],
+        lanes={"npcs": [npc]},
+        rejected=[rejection],
+        configured={"spells": "rejected"},
+    )
+    html = render_report(load_bundle(lane_rejected))
+    assert '<span class="status bad">1 of 2 lane(s) rejected</span>' in html
+
+
 def test_an_unknown_kind_or_schema_version_is_listed_not_rendered(tmp_path: Path) -> None:
     extra = [
         {

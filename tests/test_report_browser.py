@@ -150,8 +150,9 @@ def test_hostile_transcript_text_stays_text_in_the_browser(
 
 # A word split across lines inside a table cell (what `overflow-wrap: anywhere` did at 375 px,
 # letter by letter): every word of up to 24 characters must sit on one line (a Range over its
-# characters has one line top; a line may still break after a hyphen or a slash, as browsers do). Longer tokens (a 71-character digest) may break: no phone fits
-# them. The page itself must not scroll sideways (a wide table scrolls inside itself).
+# characters has one line top; a line may still break after a hyphen, a dash or a slash, as
+# browsers do). Longer tokens (a 71-character digest) may break: no phone fits them. The page
+# itself must not scroll sideways (a wide table scrolls inside itself).
 _LAYOUT_AT_PHONE_WIDTH = """() => {
   const broken = [];
   for (const cell of document.querySelectorAll('td, th, dd')) {

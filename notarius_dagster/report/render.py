@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from notarius_dagster.engine.outcome import session_outcome
 from notarius_dagster.report.context import PageContext, build_context
 from notarius_dagster.report.inputs import KNOWN_KINDS, ReportInputs
 from notarius_dagster.report.issues import render_issues
@@ -25,7 +26,6 @@ CSP = "default-src 'none'; style-src 'unsafe-inline'"
 TARGET_BACKGROUND = "rgb(255, 229, 143)"
 """What a targeted unit or record looks like (CSS `:target`); the browser test checks it."""
 
-_STATUS_CLASS = {"approved": "ok", "rejected": "bad", "succeeded": "ok"}
 
 CSS = """
 :root { color-scheme: light; --ink: #1f2328; --muted: #59636e; --line: #d1d9e0;
@@ -46,6 +46,7 @@ a { color: var(--cited); }
 .status { display: inline-block; padding: 0.1rem 0.6rem; border-radius: 1rem; font-weight: 600; }
 .status.ok { background: #dafbe1; color: #1a7f37; }
 .status.bad { background: #ffebe9; color: #cf222e; }
+.status.warn { background: #fff8c5; color: #7d4e00; }
 .status.other { background: #eaeef2; }
 nav ul { display: flex; flex-wrap: wrap; gap: 0.4rem 1rem; list-style: none; padding: 0; }
 table { border-collapse: collapse; width: 100%; margin: 0.3rem 0 0.8rem; font-size: 0.92rem; }
@@ -144,7 +145,7 @@ def _header(inputs: ReportInputs, campaign: CampaignLink | None = None) -> str:
                 f"{text(campaign.title or campaign.campaign)}</a> (codex)",
             )
         )
-    status_class = _STATUS_CLASS.get(inputs.validation_status, "other")
+    outcome = session_outcome([lane.status for lane in inputs.lanes], len(inputs.rejections))
     lanes = "".join(
         f"<tr><td>{text(lane.lane_id)}</td><td>{text(lane.kind)}</td><td>{text(lane.status)}"
         f"</td><td>{text(lane.records)}</td><td>{text(lane.warnings)}</td>"
@@ -153,8 +154,8 @@ def _header(inputs: ReportInputs, campaign: CampaignLink | None = None) -> str:
     )
     return (
         f"<header><h1>Session {text(inputs.session_id)}</h1>"
-        f'<p><span class="status {status_class}">validation: '
-        f"{text(inputs.validation_status)}</span></p>"
+        f'<p><span class="status {outcome.level}">{text(outcome.words)}</span> '
+        f'<span class="meta">validation_status: {text(inputs.validation_status)}</span></p>'
         '<dl class="facts">' + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts) + "</dl>"
         '<table class="lanes"><thead><tr><th>Lane</th><th>Kind</th><th>Status</th>'
         "<th>Records</th><th>Warnings</th><th>Rejections</th></tr></thead>"
