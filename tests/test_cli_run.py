@@ -16,7 +16,10 @@ NOTARIUS = Path(sys.executable).with_name("notarius")
 
 
 def notarius(
-    tmp_path: Path, *args: str, responder: str = "tests.doubles:lane_responder"
+    tmp_path: Path,
+    *args: str,
+    responder: str = "tests.doubles:lane_responder",
+    environ: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NOTARIUS_", "DAGSTER_"))}
     env.update(
@@ -25,6 +28,7 @@ def notarius(
             "PYTHONPATH": str(REPO),
             "NOTARIUS_TEST_DOUBLE_RESPONDER": responder,
             "COLUMNS": "160",
+            **(environ or {}),
         }
     )
     (tmp_path / "home").mkdir(exist_ok=True)
@@ -91,6 +95,39 @@ def test_run_refuses_a_bad_session_id_and_a_bad_profile(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert "typo.yaml" in done.stderr and "pipeline.lanez" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_run_takes_the_profile_and_the_store_from_the_environment_like_backfill(
+    tmp_path: Path,
+) -> None:
+    environ = {
+        "NOTARIUS_PROFILE": str(REPO / "configs" / "offline.yaml"),
+        "NOTARIUS_DATA": str(tmp_path / "data"),
+        "NOTARIUS_LLM_PROFILE": "test-double",
+    }
+    done = notarius(tmp_path, "run", str(SAMPLE), "--session-id", "env", environ=environ)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "data" / "bundles" / "env" / "index.json").is_file()
+
+
+def test_a_missing_profile_is_named_before_any_session_is(tmp_path: Path) -> None:
+    done = notarius(tmp_path, "run", str(SAMPLE), "--config", "nope.yaml")
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        "error: profile 'nope.yaml' (--config) does not exist or is not a file"
+    ]
+    done = notarius(
+        tmp_path, "run", str(SAMPLE), environ={"NOTARIUS_PROFILE": str(tmp_path / "gone.yaml")}
+    )
+    assert done.returncode == 2 and "(NOTARIUS_PROFILE)" in done.stderr
+    assert "materializing" not in done.stderr
+
+
+def test_version(tmp_path: Path) -> None:
+    from notarius_dagster import __version__
+
+    done = notarius(tmp_path, "--version")
+    assert done.returncode == 0 and done.stdout.strip() == f"notarius {__version__}"
 
 
 def test_a_bad_runtime_reference_is_refused_before_anything_runs(tmp_path: Path) -> None:

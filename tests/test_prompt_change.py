@@ -18,6 +18,7 @@ from notarius_dagster.dnd.npcs.lane import LANE as NPCS
 from notarius_dagster.engine.transcripts import register_transcript
 from notarius_dagster.llm.test_double import scripted_llm
 from notarius_dagster.run.runner import build_run_definitions, run_session
+from notarius_dagster.store import store_paths
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "samples" / "crd3-c2e001-slice.jsonl"
@@ -106,13 +107,26 @@ def test_stale_backfill_calls_the_model_only_for_the_edited_lane(
     defs = build_run_definitions(
         profile=COMPLETE, data_root=tmp_path / "data", llm_profile="test-double"
     )
+    store = store_paths(data=tmp_path / "data")
+    dry = io.StringIO()
+    with scripted_llm(lane_doubles.complete_responder) as nothing:
+        assert stale_backfill(instance=instance, defs=defs, dry_run=True, out=dry, store=store) == 0
+    assert nothing.calls == []  # a dry run calls nothing
+    plan = dry.getvalue()
+    for session in SESSIONS:  # what would re-run, by name, and an upper bound of its calls
+        assert f"{session}: changed npcs; re-runs " in plan and "npc_interactions" in plan
+    [total] = [line for line in plan.splitlines() if line.startswith("total: ")]
+    estimated_calls = int(total.split("at most ")[1].split(" ")[0])
     report = io.StringIO()
     with scripted_llm(lane_doubles.complete_responder) as second:
         code = stale_backfill(
-            instance=instance, defs=defs, in_process=True, dry_run=False, out=report
+            instance=instance, defs=defs, in_process=True, dry_run=False, out=report, store=store
         )
     assert code == 0, report.getvalue()
     assert all(s in report.getvalue() for s in SESSIONS)
+    assert first_npc_calls <= len(second.calls) <= estimated_calls  # an upper bound, not a guess
+    # after the run, the real figures of each session's published manifest
+    assert report.getvalue().count(" model call(s), ") >= len(SESSIONS)
     # Only the edited lane's chunks called the model; its artifact came out the same, so the
     # lanes that consume it re-ran from their checkpoints.
     assert Counter(lane_of(c) for c in second.calls) == Counter({"npcs": first_npc_calls})

@@ -828,10 +828,19 @@ def test_notarius_report_prints_the_path_and_opens_it(
 def test_notarius_report_says_how_to_build_a_missing_report(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["report", "never-run", "--bundles", str(tmp_path)]) == 1
+    from notarius_dagster.engine.transcripts import register_transcript
+
+    store = ["--data", str(tmp_path / "data"), "--bundles", str(tmp_path / "bundles")]
+    # a session the store does not know is said as such, not "materialize it"
+    assert main(["report", "never-run", *store]) == 1
+    err = capsys.readouterr().err
+    assert "no session 'never-run' in this store" in err and "sessions list" in err
+    # a registered session without a report: how to build it
+    register_transcript(tmp_path / "data" / "transcripts", "never-run", SAMPLE)
+    assert main(["report", "never-run", *store]) == 1
     err = capsys.readouterr().err
     assert "has no report yet" in err and "session_report" in err and "notarius run" in err
-    assert main(["report", "Not A Session", "--bundles", str(tmp_path)]) == 2
+    assert main(["report", "Not A Session", *store]) == 2
 
 
 def test_notarius_report_warns_when_the_bundle_is_newer_than_the_report(

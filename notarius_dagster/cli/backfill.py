@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,13 +41,96 @@ def add_backfill_parser(sub: Any) -> None:
     parser.set_defaults(func=cmd_backfill)
 
 
+@dataclass(frozen=True)
+class CallEstimate:
+    """At most how many model calls a re-run makes, and the tokens and cost they would take at
+    the per-call averages of the lanes' last published run (None: nothing to average from, or
+    a call that could not be priced)."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = 0.0
+    unknown_lanes: tuple[str, ...] = ()
+
+    def __add__(self, other: CallEstimate) -> CallEstimate:
+        cost = (
+            None
+            if self.cost_usd is None or other.cost_usd is None
+            else self.cost_usd + other.cost_usd
+        )
+        return CallEstimate(
+            self.calls + other.calls,
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+            cost,
+            self.unknown_lanes + other.unknown_lanes,
+        )
+
+    def words(self) -> str:
+        cost = "unpriced" if self.cost_usd is None else f"${self.cost_usd:.4f}"
+        text = (
+            f"at most {self.calls} model call(s), about {self.prompt_tokens:,} prompt + "
+            f"{self.completion_tokens:,} completion tokens, {cost}"
+        )
+        if self.unknown_lanes:
+            text += f" (no earlier call to estimate {', '.join(self.unknown_lanes)} from)"
+        return text
+
+
+def rerun_estimate(bundles: Path, session: str, asset_names: set[str]) -> CallEstimate:
+    """The upper bound for re-running `asset_names` of `session`: every chunk of every lane
+    among them calls the model (a changed lane does; a lane downstream of it calls only for the
+    chunks whose inputs changed, often none), at its last run's tokens and cost per call
+    (`manifest.json`). A session never published has nothing to estimate from."""
+    from notarius_dagster.engine.bundle_documents import read_manifest
+    from notarius_dagster.engine.errors import NotariusError
+
+    try:
+        manifest = read_manifest(bundles / session)
+    except (NotariusError, OSError, ValueError):
+        return CallEstimate(unknown_lanes=(session,))
+    total = CallEstimate()
+    for lane in manifest.artifact_lanes:
+        if lane.lane_id.replace("-", "_") not in asset_names:
+            continue
+        usage, chunks = lane.llm, lane.chunks.total
+        if not usage.calls:
+            total += CallEstimate(calls=chunks, unknown_lanes=(lane.lane_id,))
+            continue
+        cost = None if usage.cost_usd is None else usage.cost_usd / usage.calls * chunks
+        total += CallEstimate(
+            calls=chunks,
+            prompt_tokens=round(usage.prompt_tokens / usage.calls * chunks),
+            completion_tokens=round(usage.completion_tokens / usage.calls * chunks),
+            cost_usd=cost,
+        )
+    return total
+
+
+def _spent(bundles: Path, session: str) -> str:
+    """What the run just published says it spent (`manifest.json` totals)."""
+    from notarius_dagster.engine.bundle_documents import read_manifest
+    from notarius_dagster.engine.errors import NotariusError
+
+    try:
+        totals = read_manifest(bundles / session).totals
+    except (NotariusError, OSError, ValueError):
+        return "no manifest to read its calls from"
+    cost = "unpriced" if totals.cost_usd is None else f"${totals.cost_usd:.4f}"
+    return (
+        f"{totals.llm_calls} model call(s), {totals.prompt_tokens:,} prompt + "
+        f"{totals.completion_tokens:,} completion tokens, {cost}"
+    )
+
+
 def stale_backfill(
     *,
     instance: Any,
     defs: Any,
     in_process: bool = True,
     dry_run: bool,
-    out: Any = sys.stderr,
+    out: Any = sys.stdout,
     store: Any = None,
 ) -> int:
     """Shared by the command and the tests. `in_process` is kept for callers; every re-run
@@ -69,10 +152,22 @@ def stale_backfill(
             "nothing is stale: every materialized lane matches its current code version", file=out
         )
         return EXIT_OK
+    bundles = store.bundles if store is not None else None
+    overall = CallEstimate()
     for partition in sorted(plan.to_run):
         changed = ", ".join(sorted(k.to_user_string() for k in plan.changed[partition]))
-        total = len(plan.to_run[partition])
-        print(f"{partition}: changed {changed}; {total} asset(s) to re-run", file=out)
+        names = sorted(k.to_user_string() for k in plan.to_run[partition])
+        print(f"{partition}: changed {changed}; re-runs {', '.join(names)}", file=out)
+        if bundles is not None:
+            estimate = rerun_estimate(bundles, partition, set(names))
+            overall += estimate
+            print(f"{partition}: {estimate.words()}", file=out)
+    if bundles is not None:
+        print(
+            f"total: {len(plan.to_run)} session(s), {overall.words()}; estimated from each "
+            "lane's last run, every chunk counted (unchanged chunks reuse their checkpoints)",
+            file=out,
+        )
     if dry_run:
         return EXIT_OK
     job = defs.resolve_job_def(SESSION_JOB_NAME)
@@ -100,7 +195,8 @@ def stale_backfill(
                 tags={**job_tags, **cli_run_tags(partition), STALE_RERUN_TAG: "true"},
             )
         status = "succeeded" if result.success else "FAILED"
-        print(f"{partition}: run {result.run_id} {status}", file=out)
+        spent = f": {_spent(bundles, partition)}" if bundles is not None and result.success else ""
+        print(f"{partition}: run {result.run_id} {status}{spent}", file=out)
         if not result.success:
             failed.append(partition)
     return EXIT_FAILED if failed else EXIT_OK

@@ -39,6 +39,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     lanes as step processes; several run `--jobs` at a time in worker processes, each session
     in process (docs/operations.md, "Concurrency")."""
     paths = [Path(p) for p in args.path]
+    problem = _choose_profile(args)
+    if problem is not None:  # before any session is named as "materializing"
+        print(f"error: {problem}", file=sys.stderr)
+        return EXIT_USAGE
     if args.session_id and len(paths) > 1:
         print("error: --session-id names one session; give one transcript", file=sys.stderr)
         return EXIT_USAGE
@@ -67,6 +71,22 @@ def cmd_run(args: argparse.Namespace) -> int:
     if parallel:
         _start_step_processes(args)
     return max(_run_one(args, path, parallel=parallel) for path in paths)
+
+
+def _choose_profile(args: argparse.Namespace) -> str | None:
+    """`--config`, else the profile the code location is built from (NOTARIUS_PROFILE, else
+    configs/offline.yaml), and `--llm-profile`, else NOTARIUS_LLM_PROFILE, as `backfill` and
+    the UI use; a profile that is not a file is said here, naming where it came from."""
+    from notarius_dagster.settings import load_settings
+
+    settings = load_settings()
+    given = args.config is not None
+    args.config = args.config if given else str(settings.profile)
+    args.llm_profile = args.llm_profile or settings.llm_profile
+    if Path(args.config).is_file():
+        return None
+    source = "--config" if given else "NOTARIUS_PROFILE"
+    return f"profile {args.config!r} ({source}) does not exist or is not a file"
 
 
 def _llm_not_ready(args: argparse.Namespace) -> str | None:
@@ -472,8 +492,15 @@ def add_run_command(sub: Any) -> None:
         "each published bundle.",
     )
     run.add_argument("path", nargs="+", help="transcripts (.jsonl, .vtt, .srt, .txt)")
-    run.add_argument("--config", required=True, help="pipeline profile (configs/*.yaml)")
-    run.add_argument("--out", required=True, help="bundle root: the bundle goes to OUT/<session>")
+    run.add_argument(
+        "--config",
+        help="pipeline profile (configs/*.yaml; default NOTARIUS_PROFILE or configs/offline.yaml)",
+    )
+    run.add_argument(
+        "--out",
+        help="bundle root: the bundle goes to OUT/<session> (default NOTARIUS_BUNDLES or "
+        "DATA/bundles)",
+    )
     run.add_argument("--session-id", help="default: derived from the file name")
     run.add_argument("--llm-profile", help="override the profile's LLM profile (e.g. test-double)")
     run.add_argument(
@@ -583,7 +610,10 @@ COMMANDS = (
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from notarius_dagster import __version__
+
     parser = argparse.ArgumentParser(prog="notarius", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"notarius {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for register in COMMANDS:
         register(sub)

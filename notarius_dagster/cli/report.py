@@ -22,6 +22,7 @@ from notarius_dagster.cli.common import (
     add_store_options,
     bundles_root,
 )
+from notarius_dagster.store import store_paths
 
 
 def _bundle_run_id(bundles: Path, session_id: str) -> str | None:
@@ -31,6 +32,20 @@ def _bundle_run_id(bundles: Path, session_id: str) -> str | None:
         return None
     run_id = index.get("run_id") if isinstance(index, dict) else None
     return run_id if isinstance(run_id, str) else None
+
+
+def _known_session(args: argparse.Namespace, bundles: Path, session_id: str) -> bool:
+    """A session this store knows: it has a published bundle or a registered transcript."""
+    from notarius_dagster.engine.errors import InputError
+    from notarius_dagster.engine.transcripts import stored_transcript
+
+    if (bundles / session_id).is_dir():
+        return True
+    try:
+        stored_transcript(store_paths(data=args.data, bundles=args.bundles).transcripts, session_id)
+    except InputError:
+        return False
+    return True
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -46,12 +61,16 @@ def cmd_report(args: argparse.Namespace) -> int:
     except SessionIdError as exc:
         raise CommandError(exc, EXIT_USAGE) from None
     session_id = args.session_id
+    if not path.is_file() and not _known_session(args, bundles, session_id):
+        raise CommandError(
+            f"no session {session_id!r} in this store (no bundle under {bundles}, no registered "
+            "transcript); `notarius sessions list` lists the sessions"
+        )
     if not path.is_file():
         raise CommandError(
             f"session {session_id!r} has no report yet. Build it by materializing "
             f"`session_report` for partition {session_id!r} in the Dagster UI (it runs with "
-            "the whole session), or with `notarius run TRANSCRIPT --config PROFILE --out "
-            "BUNDLES --session-id " + session_id + "`"
+            "the whole session), or with `notarius run TRANSCRIPT --session-id " + session_id + "`"
         )
     published = _bundle_run_id(bundles, session_id)
     rendered = report_run_id(path)
