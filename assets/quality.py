@@ -33,6 +33,7 @@ from dagster import (
 from assets.partitions import sessions_partitions
 from notarius_dagster.engine.errors import NotariusError
 from notarius_dagster.engine.evaluation import EvaluationReport, MatchFields, evaluate
+from notarius_dagster.store import StorePaths
 from resources.bundle_store import BundleStore
 
 BUNDLE_ASSET = AssetKey("session_bundle")
@@ -42,8 +43,8 @@ NO_GOLD = "no gold for this session"
 
 
 def gold_path(store_root: Path, session_id: str) -> Path:
-    """Where the store keeps a session's gold file."""
-    return store_root / GOLD_FOLDER / f"{session_id}.json"
+    """Where the store keeps a session's gold file (`StorePaths.gold`)."""
+    return StorePaths(root=store_root, bundles=store_root, inbox=store_root).gold(session_id)
 
 
 def quality_metadata(report: EvaluationReport) -> dict[str, Any]:

@@ -57,6 +57,11 @@ class StorePaths:
         """Per-chunk extraction checkpoints, keyed by content (shared by sessions)."""
         return self.root / "checkpoints"
 
+    def gold(self, session_id: str) -> Path:
+        """A session's gold file, when the store holds one (`<root>/gold/<session-id>.json`):
+        the quality check and `notarius eval SESSION` read it."""
+        return self.root / "gold" / f"{session_id}.json"
+
     def session_values(self, session_id: str) -> Path:
         return session_values_folder(self.asset_values, session_id)
 

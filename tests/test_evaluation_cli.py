@@ -109,10 +109,30 @@ def test_eval_scorer_v1_reproduces_the_previous_rules(bundle: Path, tmp_path: Pa
 def test_eval_refuses_missing_files_as_usage_errors(bundle: Path, tmp_path: Path) -> None:
     done = notarius(tmp_path, "eval", str(bundle), "--gold", str(tmp_path / "nope.json"))
     assert done.returncode == 2 and "gold: file 'nope.json' not found" in done.stderr
-    done = notarius(tmp_path, "eval", str(tmp_path / "no-bundle"), "--gold", str(GOLD))
-    assert done.returncode == 2 and "bundle 'no-bundle' is not a folder" in done.stderr
+    done = notarius(tmp_path, "eval", str(tmp_path / "No Bundle"), "--gold", str(GOLD))
+    assert done.returncode == 2
+    assert "'No Bundle' is neither a bundle folder nor a session id" in done.stderr
     done = notarius(tmp_path, "eval", str(bundle))
     assert done.returncode == 2 and "--gold" in done.stderr
+    store = ["--data", str(tmp_path / "data")]
+    done = notarius(tmp_path, "eval", "no-such-session", *store)
+    assert done.returncode == 1
+    assert "session 'no-such-session' has no published bundle under" in done.stderr
+
+
+def test_eval_of_a_session_id_finds_its_bundle_and_gold_in_the_store(
+    bundle: Path, tmp_path: Path
+) -> None:
+    data = bundle.parent.parent  # <data>/bundles/sample
+    store = ["--data", str(data)]
+    done = notarius(tmp_path, "eval", "sample", *store)
+    assert done.returncode == 1 and "has no gold file at" in done.stderr and "--gold" in done.stderr
+    (data / "gold").mkdir(exist_ok=True)
+    (data / "gold" / "sample.json").write_bytes(GOLD.read_bytes())
+    by_session = notarius(tmp_path, "eval", "sample", "--json", *store)
+    by_path = notarius(tmp_path, "eval", str(bundle), "--gold", str(GOLD), "--json")
+    assert by_session.returncode == 0, by_session.stderr
+    assert json.loads(by_session.stdout)["totals"] == json.loads(by_path.stdout)["totals"]
 
 
 def test_eval_fails_on_a_bad_gold_naming_the_file_never_its_content(

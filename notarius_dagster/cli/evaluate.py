@@ -1,4 +1,4 @@
-"""`notarius eval BUNDLE --gold GOLD [--json] [--scorer v1|v2]`: score a published bundle
+"""`notarius eval BUNDLE|SESSION [--gold GOLD] [--json] [--scorer v1|v2]`: score a published bundle
 against a gold file, per lane (precision, recall and F1 by name and grounded, citation
 precision), as a table or as JSON for scripts. docs/evaluation.md says how each number is
 computed; `--scorer v1` reproduces figures recorded before the v2 matching rules."""
@@ -9,7 +9,15 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from notarius_dagster.cli.common import EXIT_OK, EXIT_USAGE, CommandError, add_command, plain
+from notarius_dagster.cli.common import (
+    EXIT_OK,
+    EXIT_USAGE,
+    CommandError,
+    add_command,
+    add_store_options,
+    plain,
+)
+from notarius_dagster.store import store_paths
 
 
 def _pct(value: float | None) -> str:
@@ -83,6 +91,46 @@ def print_report(report: Any) -> None:
     console.print(table)
 
 
+def _bundle_and_gold(args: argparse.Namespace) -> tuple[Path, Path]:
+    """BUNDLE is a bundle folder (then --gold is needed), or a session id: its bundle in the
+    store's bundle root and its gold at `<store>/gold/<session>.json` (or --gold). What does not
+    exist is named."""
+    from notarius_dagster.engine.errors import SessionIdError
+    from notarius_dagster.engine.session_ids import validate_session_id
+
+    target = Path(args.bundle)
+    if target.is_dir():
+        if not args.gold:
+            raise CommandError(
+                f"bundle folder {target.name!r}: give its gold file with --gold "
+                "(or name the session, whose gold the store keeps)",
+                EXIT_USAGE,
+            )
+        return target, Path(args.gold)
+    try:
+        session_id = validate_session_id(args.bundle)
+    except SessionIdError:
+        raise CommandError(
+            f"{target.name!r} is neither a bundle folder nor a session id (give a published "
+            "bundle, e.g. BUNDLES/<session-id>, or a session id)",
+            EXIT_USAGE,
+        ) from None
+    store = store_paths(data=args.data, bundles=args.bundles)
+    bundle = store.bundles / session_id
+    if not bundle.is_dir():
+        raise CommandError(
+            f"session {session_id!r} has no published bundle under {store.bundles} "
+            "(`notarius sessions list` lists the sessions)"
+        )
+    gold = Path(args.gold) if args.gold else store.gold(session_id)
+    if not args.gold and not gold.is_file():
+        raise CommandError(
+            f"session {session_id!r} has no gold file at {gold}; give one with --gold "
+            "(data/gold/ holds the hand-made ones)"
+        )
+    return bundle, gold
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     """Per lane: precision, recall and F1 of the records by name (gold aliases accepted), the
     same counting only records whose citations are mostly their gold record's units, and
@@ -93,13 +141,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from notarius_dagster.engine.lanes import registered_match_fields
     from notarius_dagster.engine.reading import path_problem
 
-    bundle, gold = Path(args.bundle), Path(args.gold)
-    if not bundle.is_dir():
-        raise CommandError(
-            f"bundle {bundle.name!r} is not a folder (give a published bundle, "
-            "e.g. BUNDLES/<session-id>)",
-            EXIT_USAGE,
-        )
+    bundle, gold = _bundle_and_gold(args)
     problem = path_problem(gold)  # a folder, a FIFO or /dev/zero is said as such
     if problem is not None:
         raise CommandError(f"gold: {problem}", EXIT_USAGE)
@@ -119,8 +161,14 @@ def add_eval_parser(sub: Any) -> None:
     from notarius_dagster.engine.evaluation import DEFAULT_SCORER, SCORERS
 
     parser = add_command(sub, "eval", cmd_eval, help="score a published bundle against a gold file")
-    parser.add_argument("bundle", metavar="BUNDLE", help="a published bundle folder")
-    parser.add_argument("--gold", required=True, help="the session's gold file (JSON)")
+    parser.add_argument(
+        "bundle",
+        metavar="BUNDLE|SESSION",
+        help="a published bundle folder, or a session id (its bundle and gold in the store)",
+    )
+    parser.add_argument(
+        "--gold", help="the gold file (JSON; default for a session: <store>/gold/SESSION.json)"
+    )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument(
         "--scorer",
@@ -129,3 +177,4 @@ def add_eval_parser(sub: Any) -> None:
         help=f"matching rules (default {DEFAULT_SCORER}; v1: the previous rules, to reproduce "
         "earlier figures, kept for one release)",
     )
+    add_store_options(parser)
