@@ -80,8 +80,6 @@ from resources.llm import LLMResource
 warnings.filterwarnings("ignore", category=BetaWarning, message=".*data_version.*")
 
 TRANSCRIPT = AssetKey("transcript")
-# Kept for callers that want "the group of a session asset that is not a lane".
-GROUP = PUBLISH_GROUP
 REPORT_BASE_URL_ENV = "NOTARIUS_REPORT_BASE_URL"
 
 
@@ -214,7 +212,6 @@ LANE_STEP_PRIORITY = 1
 """`dagster/priority` of lane steps; everything else keeps Dagster's default 0."""
 LANE_STEP_RETRIES = 2
 """Step retries of a lane after a transient provider error outlasted the client's retries."""
-STEP_RETRY_WAIT_S = 10
 
 
 def _fail(exc: NotariusError, what: str) -> Failure:
