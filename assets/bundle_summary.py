@@ -15,7 +15,6 @@ manifest's `cost_usd` is null with `unpriced_calls` counting the calls without a
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,8 +25,8 @@ from dagster import AssetKey, AssetRecordsFilter, DagsterInstance, MetadataValue
 from notarius_dagster.engine.bundle_documents import Manifest
 from notarius_dagster.engine.lane_runner import LaneResult
 from notarius_dagster.engine.models import RunWarning
+from notarius_dagster.settings import load_settings
 
-BUNDLE_BASE_URL_ENV = "NOTARIUS_BUNDLE_BASE_URL"
 WARNING_MESSAGE_CHARS = 160
 MAX_LISTED_WARNINGS = 20
 UNPRICED = "unpriced"
@@ -179,7 +178,7 @@ def bundle_metadata(
         "bundle_cost_usd": UNPRICED if total.cost_usd is None else total.cost_usd,
         "wall_time_s": manifest.timing.wall_time_s,
     }
-    base = os.environ.get(BUNDLE_BASE_URL_ENV, "").strip()
+    base = load_settings().bundle_base_url
     if base:
         metadata["url"] = MetadataValue.url(bundle_url(base, manifest.session_id))
     # The session report (assets/report.py) is rendered from this bundle right after it; its

@@ -13,7 +13,6 @@ that take it (`source_document`, `chunk_map` and every lane), which is what a ru
 the UI gives and what `notarius run --reference/--unbind` passes (`runtime_references_config`)."""
 
 import hashlib
-import os
 import time
 import warnings
 from collections.abc import Mapping, Sequence
@@ -71,6 +70,7 @@ from notarius_dagster.engine.session_steps import (
 )
 from notarius_dagster.engine.transcripts import stored_transcript
 from notarius_dagster.report.publish import report_path, report_url
+from notarius_dagster.settings import load_settings
 from notarius_dagster.staleness import EXTERNAL_INPUTS_KEY
 from resources.bundle_store import BundleStore
 from resources.llm import LLMResource
@@ -80,7 +80,6 @@ from resources.llm import LLMResource
 warnings.filterwarnings("ignore", category=BetaWarning, message=".*data_version.*")
 
 TRANSCRIPT = AssetKey("transcript")
-REPORT_BASE_URL_ENV = "NOTARIUS_REPORT_BASE_URL"
 
 
 class RuntimeReferences(Config):
@@ -492,7 +491,7 @@ def build_bundle_asset(pipeline: ResolvedPipeline, *, with_evidence: bool) -> As
             session_id,
             [AssetKey(asset_name(lane.id)) for lane in pipeline.lanes],
         )
-        served_at = os.environ.get(REPORT_BASE_URL_ENV, "").strip()
+        served_at = load_settings().report_base_url
         return MaterializeResult(
             metadata=bundle_metadata(
                 manifest=published.manifest,

@@ -85,7 +85,10 @@ class InboxLimits:
     """A bigger file is skipped, not copied: its run would be refused (engine/limits.py)."""
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] = os.environ) -> InboxLimits:
+    def from_env(cls, environ: Mapping[str, str]) -> InboxLimits:
+        """The limits from the NOTARIUS_INBOX_* variables in `environ` (`Settings.inbox_limits`
+        in the sensor); a value that is not a number, or too small, is an error naming it."""
+
         def number(name: str, default: float, minimum: float) -> float:
             raw = environ.get(name, "").strip()
             if not raw:

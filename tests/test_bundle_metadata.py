@@ -13,7 +13,6 @@ import pytest
 from dagster import AssetKey, DagsterInstance
 
 from assets.bundle_summary import (
-    BUNDLE_BASE_URL_ENV,
     UNPRICED,
     WARNING_MESSAGE_CHARS,
     Usage,
@@ -26,6 +25,7 @@ from notarius_dagster.engine.lane_runner import LaneResult
 from notarius_dagster.engine.models import RunWarning
 from notarius_dagster.llm.test_double import scripted_llm
 from notarius_dagster.run.runner import build_run_definitions
+from notarius_dagster.settings import BUNDLE_BASE_URL_ENV
 from tests.doubles import lane_responder
 from tests.test_dagster_materialization import REPO, SAMPLE, materialize
 

@@ -22,6 +22,7 @@ from notarius_dagster.llm.test_double import (
     replay,
     scripted_llm,
 )
+from notarius_dagster.settings import api_key
 
 # Stands for transcript text: it must never surface in an error or a re-ask.
 SECRET = "the vault code is swordfish"
@@ -60,7 +61,8 @@ def request(**overrides: Any) -> StructuredRequest:
 
 
 def client(**profile_overrides: Any) -> LiteLLMClient:
-    return LiteLLMClient(double_profile(**profile_overrides), retry_backoff_s=0.0)
+    profile = double_profile(**profile_overrides)
+    return LiteLLMClient(profile, api_key=api_key(profile.api_key_env), retry_backoff_s=0.0)
 
 
 def ask(answers: list[str], **profile_overrides: Any) -> tuple[StructuredResponse, Any]:
@@ -175,7 +177,7 @@ def test_a_missing_api_key_variable_makes_the_tier_unavailable(
         monkeypatch.setenv("NOTARIUS_TEST_KEY", value)
     profile = double_profile(api_key_env="NOTARIUS_TEST_KEY")
     with pytest.raises(LLMUnavailableError, match="NOTARIUS_TEST_KEY"):
-        LiteLLMClient(profile)
+        LiteLLMClient(profile, api_key=api_key(profile.api_key_env))
 
 
 def test_a_set_api_key_variable_is_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -351,9 +353,10 @@ def fail_against(
 
     monkeypatch.setenv("NOTARIUS_FAKE_KEY", KEY)
     with FakeProvider(mode, status=status) as fake, pytest.raises(LLMError) as caught:
-        LiteLLMClient(fake_profile(fake, **overrides), retry_backoff_s=0.0).complete_structured(
-            echo_request()
-        )
+        profile = fake_profile(fake, **overrides)
+        LiteLLMClient(
+            profile, api_key=api_key(profile.api_key_env), retry_backoff_s=0.0
+        ).complete_structured(echo_request())
     return caught.value
 
 

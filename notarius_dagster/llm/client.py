@@ -125,8 +125,10 @@ class LiteLLMClient:
     """Answers `StructuredRequest`s with the model of one `LLMProfile`.
 
     `api_base_override` points the client at an endpoint known only at run time (the port of
-    the offline server this run started). A profile that names an API key variable must find it
-    set when the client is built: a missing key is reported, never replaced by another model.
+    the offline server this run started). `api_key` is the value of the profile's `api_key_env`
+    variable, read by the caller when it builds the client (`settings.py: api_key`); a profile
+    that names a variable must find it set: a missing key is reported, never replaced by
+    another model.
     `retry_backoff_s` is the first pause between transient retries (tests pass 0); `sleep` is
     how the client waits (tests pass a recorder)."""
 
@@ -134,11 +136,13 @@ class LiteLLMClient:
         self,
         profile: LLMProfile,
         *,
+        api_key: str | None = None,
         api_base_override: str | None = None,
         retry_backoff_s: float = 1.0,
         sleep: Callable[[float], None] | None = None,
     ) -> None:
-        check_ready(profile)  # fail fast, before any request is built: key, package
+        check_ready(profile, api_key)  # fail fast, before any request is built: key, package
+        self._api_key = profile.resolve_api_key(api_key)
         if profile.model.startswith("notarius-double/"):
             # The test-double provider lives in litellm's registry only once registered; a run
             # process launched by the daemon has imported nothing else that would do it.
@@ -317,9 +321,8 @@ class LiteLLMClient:
         kwargs.update(profile.params)
         if self._api_base is not None:
             kwargs["api_base"] = self._api_base
-        api_key = profile.resolve_api_key()
-        if api_key is not None:
-            kwargs["api_key"] = api_key
+        if self._api_key is not None:
+            kwargs["api_key"] = self._api_key
         return kwargs
 
     def _complete(
