@@ -598,7 +598,6 @@ def litellm_floor(profile: Any, request: Any, calls: int) -> float:
     that is litellm's, which no change to the client can remove."""
     from notarius_dagster.llm._litellm import litellm
     from notarius_dagster.llm.client import LiteLLMClient
-
     from notarius_dagster.settings import api_key
 
     client = LiteLLMClient(profile, api_key=api_key(profile.api_key_env))
