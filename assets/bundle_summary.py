@@ -8,7 +8,7 @@ URL are the asset's contract (like the report's): they say where to read the pub
 
 Totals: a lane that was not re-executed in this run keeps the stats of the run that made it, so
 the manifest's totals are the artifact's totals. `this_run_*` counts only the lanes
-materialized by this run (from the instance's materialization records), which is what the run
+materialized by this run (`assets/staleness.py: lanes_materialized_in_run`), which is what the run
 cost. Cost is a number only when every call was priced (by litellm's price map or the
 profile's own prices); otherwise it is "unpriced" (never 0, which reads as free), as the
 manifest's `cost_usd` is null with `unpriced_calls` counting the calls without a price."""
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dagster import AssetKey, AssetRecordsFilter, DagsterInstance, MetadataValue
+from dagster import MetadataValue
 
 from notarius_dagster.engine.bundle_documents import Manifest
 from notarius_dagster.engine.lane_runner import LaneResult
@@ -55,20 +55,6 @@ def usage_of(results: Iterable[LaneResult]) -> Usage:
         completion_tokens=sum(r.stats.usage.completion_tokens for r in chosen),
         cost_usd=None if unpriced else cost,
     )
-
-
-def lanes_materialized_in_run(
-    instance: DagsterInstance, run_id: str, session_id: str, keys: Sequence[AssetKey]
-) -> set[AssetKey]:
-    """The lane assets whose latest materialization of `session_id` was made by `run_id`."""
-    ran = set()
-    for key in keys:
-        records = instance.fetch_materializations(
-            AssetRecordsFilter(asset_key=key, asset_partitions=[session_id]), limit=1
-        ).records
-        if records and records[0].run_id == run_id:
-            ran.add(key)
-    return ran
 
 
 def _cell(text: str, limit: int = WARNING_MESSAGE_CHARS) -> str:

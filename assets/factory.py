@@ -38,12 +38,13 @@ from dagster import (
 )
 
 from assets.automation import session_condition
-from assets.bundle_summary import bundle_metadata, lanes_materialized_in_run
+from assets.bundle_summary import bundle_metadata
 from assets.code_versions import chunk_code_version, lane_code_version
 from assets.graph_style import INGEST_GROUP, LANES_GROUP, PUBLISH_GROUP, lane_description, owners
 from assets.metadata import lane_metadata
 from assets.partitions import sessions_partitions
 from assets.run_tags import ensure_run_tags
+from assets.staleness import EXTERNAL_INPUTS_KEY, lanes_materialized_in_run
 from notarius_dagster.engine.checkpoints import CheckpointStore, RetryRejections
 from notarius_dagster.engine.chunk_stage import ChunkResult
 from notarius_dagster.engine.digest import digest_of
@@ -71,12 +72,11 @@ from notarius_dagster.engine.session_steps import (
 from notarius_dagster.engine.transcripts import stored_transcript
 from notarius_dagster.report.publish import report_path, report_url
 from notarius_dagster.settings import load_settings
-from notarius_dagster.staleness import EXTERNAL_INPUTS_KEY
 from resources.bundle_store import BundleStore
 from resources.llm import LLMResource
 
 # `Output(data_version=...)` is beta in Dagster 1.13: the data versions staleness reads
-# (notarius_dagster/staleness.py). Its warning would print on every `notarius run`.
+# (assets/staleness.py). Its warning would print on every `notarius run`.
 warnings.filterwarnings("ignore", category=BetaWarning, message=".*data_version.*")
 
 TRANSCRIPT = AssetKey("transcript")
@@ -173,7 +173,7 @@ def external_inputs_digest(
     bytes, the runtime references, every reference file's size and modification time, the
     resolved profile and the LLM profile. `source_document` records it; the runner compares
     it (with Dagster's code and data versions) to decide what is up to date
-    (notarius_dagster/staleness.py)."""
+    (assets/staleness.py)."""
     pipeline = plan.for_run(overrides)
     return digest_of(
         {

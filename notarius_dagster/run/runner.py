@@ -8,7 +8,7 @@ errors; they are checked by that code before the partition is added, so a bad on
 without leaving a failed run behind.
 
 `only_stale` (what `notarius run` asks) runs only the assets that are not up to date
-(notarius_dagster/staleness.py): an unchanged re-run launches no run at all. `parallel` runs
+(assets/staleness.py): an unchanged re-run launches no run at all. `parallel` runs
 the job with the code location's multiprocess executor (independent lanes at the same time,
 each step a fork of a preloaded forkserver) through `execute_job`; it needs a persistent
 instance, so with an ephemeral one the run stays in process."""
@@ -315,8 +315,8 @@ def _staleness(
 ) -> Any:
     from assets.factory import external_inputs_digest
     from assets.graph_style import SESSION_GROUPS
+    from assets.staleness import session_staleness
     from notarius_dagster.llm.profiles import LLMProfile
-    from notarius_dagster.staleness import session_staleness
 
     llm_fingerprint = LLMProfile.model_validate(plan.pipeline.llm_profile).fingerprint()
     inputs = external_inputs_digest(
