@@ -502,12 +502,9 @@ def test_a_call_litellm_cannot_price_is_unpriced_never_free() -> None:
         input_cost_per_token=None,
         output_cost_per_token=None,
     )
-    assert response.usage.priced_cost_usd is None
-    from notarius_dagster.engine.contracts import LLMUsage
-
-    usage = LLMUsage.of(response)
+    usage = response.usage
     assert usage.unpriced_calls == 1 and usage.priced_cost_usd is None
-    assert (usage + LLMUsage.of(response)).unpriced_calls == 2
+    assert (usage + usage).unpriced_calls == 2
 
 
 def test_a_profile_sets_its_own_prices() -> None:
