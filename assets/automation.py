@@ -29,8 +29,6 @@ concurrency.runs.max_concurrent_runs`) bounds how many of them run at once."""
 
 from __future__ import annotations
 
-import os
-
 from dagster import (
     AssetSelection,
     AutomationCondition,
@@ -39,10 +37,9 @@ from dagster import (
 )
 
 from notarius_dagster.engine.errors import NotariusError
+from notarius_dagster.settings import AUTOMATION_ENV, AUTOMATION_INTERVAL_ENV, load_settings
 
 AUTOMATION_SENSOR_NAME = "notarius_automation_sensor"
-AUTOMATION_ENV = "NOTARIUS_AUTOMATION"
-INTERVAL_ENV = "NOTARIUS_AUTOMATION_INTERVAL"
 MINIMUM_INTERVAL_S = 30
 
 
@@ -69,7 +66,7 @@ def session_condition() -> AutomationCondition:
 
 def automation_default_status() -> DefaultSensorStatus:
     """RUNNING unless NOTARIUS_AUTOMATION=stopped; any other value is an error naming it."""
-    raw = os.environ.get(AUTOMATION_ENV, "").strip().lower()
+    raw = (load_settings().automation or "").lower()
     if raw in ("", "running"):
         return DefaultSensorStatus.RUNNING
     if raw == "stopped":
@@ -80,12 +77,12 @@ def automation_default_status() -> DefaultSensorStatus:
 def automation_interval_s() -> int:
     """Seconds between evaluations: NOTARIUS_AUTOMATION_INTERVAL (a whole number of at least
     1), default 30."""
-    raw = os.environ.get(INTERVAL_ENV, "").strip()
+    raw = load_settings().automation_interval or ""
     if not raw:
         return MINIMUM_INTERVAL_S
     if not raw.isdigit() or int(raw) < 1:
         raise NotariusError(
-            f"{INTERVAL_ENV} must be a whole number of seconds (1 or more), got {raw!r}"
+            f"{AUTOMATION_INTERVAL_ENV} must be a whole number of seconds (1 or more), got {raw!r}"
         )
     return int(raw)
 

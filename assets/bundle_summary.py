@@ -8,68 +8,33 @@ URL are the asset's contract (like the report's): they say where to read the pub
 
 Totals: a lane that was not re-executed in this run keeps the stats of the run that made it, so
 the manifest's totals are the artifact's totals. `this_run_*` counts only the lanes
-materialized by this run (from the instance's materialization records), which is what the run
+materialized by this run (`assets/staleness.py: lanes_materialized_in_run`), which is what the run
 cost. Cost is a number only when every call was priced (by litellm's price map or the
 profile's own prices); otherwise it is "unpriced" (never 0, which reads as free), as the
 manifest's `cost_usd` is null with `unpriced_calls` counting the calls without a price."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dagster import AssetKey, AssetRecordsFilter, DagsterInstance, MetadataValue
+from dagster import MetadataValue
 
 from notarius_dagster.engine.bundle_documents import Manifest
 from notarius_dagster.engine.lane_runner import LaneResult
+from notarius_dagster.engine.llm_contract import LLMUsage
 from notarius_dagster.engine.models import RunWarning
+from notarius_dagster.settings import load_settings
 
-BUNDLE_BASE_URL_ENV = "NOTARIUS_BUNDLE_BASE_URL"
 WARNING_MESSAGE_CHARS = 160
 MAX_LISTED_WARNINGS = 20
 UNPRICED = "unpriced"
 
 
-@dataclass(frozen=True)
-class Usage:
-    """Calls, tokens and cost of a set of lanes; `cost_usd` None when a call was unpriced."""
-
-    lanes: tuple[str, ...]
-    calls: int
-    prompt_tokens: int
-    completion_tokens: int
-    cost_usd: float | None
-
-
-def usage_of(results: Iterable[LaneResult]) -> Usage:
-    """The usage of `results`; its cost None when any of their calls was unpriced."""
-    chosen = list(results)
-    unpriced = sum(r.stats.usage.unpriced_calls for r in chosen)
-    cost = round(sum(r.stats.usage.cost_usd for r in chosen), 8)
-    return Usage(
-        lanes=tuple(r.lane_id for r in chosen),
-        calls=sum(r.stats.usage.calls for r in chosen),
-        prompt_tokens=sum(r.stats.usage.prompt_tokens for r in chosen),
-        completion_tokens=sum(r.stats.usage.completion_tokens for r in chosen),
-        cost_usd=None if unpriced else cost,
-    )
-
-
-def lanes_materialized_in_run(
-    instance: DagsterInstance, run_id: str, session_id: str, keys: Sequence[AssetKey]
-) -> set[AssetKey]:
-    """The lane assets whose latest materialization of `session_id` was made by `run_id`."""
-    ran = set()
-    for key in keys:
-        records = instance.fetch_materializations(
-            AssetRecordsFilter(asset_key=key, asset_partitions=[session_id]), limit=1
-        ).records
-        if records and records[0].run_id == run_id:
-            ran.add(key)
-    return ran
+def usage_of(results: Iterable[LaneResult]) -> LLMUsage:
+    """The usage of `results` summed (`priced_cost_usd` None when any call was unpriced)."""
+    return LLMUsage.total(r.stats.usage for r in results)
 
 
 def _cell(text: str, limit: int = WARNING_MESSAGE_CHARS) -> str:
@@ -83,7 +48,11 @@ def _cost(cost: float | None) -> str:
 
 
 def summary_markdown(
-    manifest: Manifest, results: Sequence[LaneResult], this_run: Usage, total: Usage
+    manifest: Manifest,
+    results: Sequence[LaneResult],
+    this_run: LLMUsage,
+    total: LLMUsage,
+    lanes_run: Sequence[str],
 ) -> str:
     """The Markdown summary of a published bundle (see the module docstring for what it may
     hold)."""
@@ -132,12 +101,17 @@ def summary_markdown(
         "",
         "| | lanes | calls | prompt tokens | completion tokens | cost (USD) |",
         "|---|---|---|---|---|---|",
-        f"| this run | {len(this_run.lanes)} | {this_run.calls} | {this_run.prompt_tokens} | "
-        f"{this_run.completion_tokens} | {_cost(this_run.cost_usd)} |",
-        f"| bundle total | {len(total.lanes)} | {total.calls} | {total.prompt_tokens} | "
-        f"{total.completion_tokens} | {_cost(total.cost_usd)} |",
+        f"| this run | {len(lanes_run)} | {this_run.calls} | {this_run.prompt_tokens} | "
+        f"{this_run.completion_tokens} | {_cost(this_run.priced_cost_usd)} |",
+        f"| bundle total | {len(results)} | {total.calls} | {total.prompt_tokens} | "
+        f"{total.completion_tokens} | {_cost(total.priced_cost_usd)} |",
     ]
     return "\n".join(lines)
+
+
+def _metadata_cost(usage: LLMUsage) -> float | str:
+    cost = usage.priced_cost_usd
+    return UNPRICED if cost is None else cost
 
 
 def bundle_url(base_url: str, session_id: str) -> str:
@@ -156,6 +130,7 @@ def bundle_metadata(
 ) -> dict[str, Any]:
     """Everything the bundle asset records (counts, path, URL, summary, totals)."""
     total = usage_of(results)
+    lanes_run = [r.lane_id for r in results if r.lane_id in ran_in_run]
     this_run = usage_of(r for r in results if r.lane_id in ran_in_run)
     metadata: dict[str, Any] = {
         "session_id": manifest.session_id,
@@ -165,21 +140,23 @@ def bundle_metadata(
         "lanes": len(manifest.outputs),
         "rejections": len(manifest.rejected),
         "warnings": manifest.warnings,
-        "summary": MetadataValue.md(summary_markdown(manifest, results, this_run, total)),
+        "summary": MetadataValue.md(
+            summary_markdown(manifest, results, this_run, total, lanes_run)
+        ),
         # This run only (lanes materialized by it); a run that reused everything made 0 calls.
         "llm_calls": this_run.calls,
         "prompt_tokens": this_run.prompt_tokens,
         "completion_tokens": this_run.completion_tokens,
-        "cost_usd": UNPRICED if this_run.cost_usd is None else this_run.cost_usd,
-        "lanes_run": MetadataValue.json(sorted(this_run.lanes)),
+        "cost_usd": _metadata_cost(this_run),
+        "lanes_run": MetadataValue.json(sorted(lanes_run)),
         # The artifact's totals (what the manifest's totals say).
         "bundle_llm_calls": total.calls,
         "bundle_prompt_tokens": total.prompt_tokens,
         "bundle_completion_tokens": total.completion_tokens,
-        "bundle_cost_usd": UNPRICED if total.cost_usd is None else total.cost_usd,
+        "bundle_cost_usd": _metadata_cost(total),
         "wall_time_s": manifest.timing.wall_time_s,
     }
-    base = os.environ.get(BUNDLE_BASE_URL_ENV, "").strip()
+    base = load_settings().bundle_base_url
     if base:
         metadata["url"] = MetadataValue.url(bundle_url(base, manifest.session_id))
     # The session report (assets/report.py) is rendered from this bundle right after it; its

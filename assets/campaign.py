@@ -47,6 +47,7 @@ from dagster import (
     sensor,
 )
 
+from assets.dagster_tags import DATA_VERSION_TAG
 from notarius_dagster.campaign.store import (
     CodexError,
     load_roster,
@@ -56,7 +57,6 @@ from notarius_dagster.campaign.store import (
 )
 from notarius_dagster.dnd.roster import ROSTER_SLOT
 from notarius_dagster.engine.resolution import ResolvedPipeline
-from notarius_dagster.staleness import DATA_VERSION_TAG
 from resources.bundle_store import BundleStore
 
 CODEX_ASSET = "campaign_codex"

@@ -21,7 +21,6 @@ manager, exactly as downstream assets do; the bundle check reads the published f
 the bundle asset's value is the folder itself. Check results carry counts and problem paths,
 never payload values or transcript text."""
 
-import os
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -49,9 +48,9 @@ from notarius_dagster.engine.models import SourceDocument
 from notarius_dagster.engine.publish_policy import POLICY_KEY, below_policy
 from notarius_dagster.engine.resolution import ResolvedLane, ResolvedPipeline
 from notarius_dagster.engine.validators import ref_problems, schema_problems
+from notarius_dagster.settings import MAX_REJECTION_RATE_ENV, load_settings
 from resources.bundle_store import BundleStore
 
-MAX_REJECTION_RATE_ENV = "NOTARIUS_MAX_REJECTION_RATE"
 DEFAULT_MAX_REJECTION_RATE = 0.5
 MAX_LISTED_PROBLEMS = 10
 BUNDLE_ASSET = AssetKey("session_bundle")
@@ -60,7 +59,7 @@ BUNDLE_ASSET = AssetKey("session_bundle")
 def max_rejection_rate() -> float:
     """The threshold from the environment; a value that is not a number in [0, 1] is an error
     that names the variable (the code location does not load with it)."""
-    raw = os.environ.get(MAX_REJECTION_RATE_ENV, "").strip()
+    raw = load_settings().max_rejection_rate
     if not raw:
         return DEFAULT_MAX_REJECTION_RATE
     try:

@@ -13,7 +13,6 @@ that take it (`source_document`, `chunk_map` and every lane), which is what a ru
 the UI gives and what `notarius run --reference/--unbind` passes (`runtime_references_config`)."""
 
 import hashlib
-import os
 import time
 import warnings
 from collections.abc import Mapping, Sequence
@@ -39,12 +38,13 @@ from dagster import (
 )
 
 from assets.automation import session_condition
-from assets.bundle_summary import bundle_metadata, lanes_materialized_in_run
+from assets.bundle_summary import bundle_metadata
 from assets.code_versions import chunk_code_version, lane_code_version
 from assets.graph_style import INGEST_GROUP, LANES_GROUP, PUBLISH_GROUP, lane_description, owners
 from assets.metadata import lane_metadata
 from assets.partitions import sessions_partitions
 from assets.run_tags import ensure_run_tags
+from assets.staleness import EXTERNAL_INPUTS_KEY, lanes_materialized_in_run
 from notarius_dagster.engine.checkpoints import CheckpointStore, RetryRejections
 from notarius_dagster.engine.chunk_stage import ChunkResult
 from notarius_dagster.engine.digest import digest_of
@@ -71,18 +71,15 @@ from notarius_dagster.engine.session_steps import (
 )
 from notarius_dagster.engine.transcripts import stored_transcript
 from notarius_dagster.report.publish import report_path, report_url
-from notarius_dagster.staleness import EXTERNAL_INPUTS_KEY
+from notarius_dagster.settings import load_settings
 from resources.bundle_store import BundleStore
 from resources.llm import LLMResource
 
 # `Output(data_version=...)` is beta in Dagster 1.13: the data versions staleness reads
-# (notarius_dagster/staleness.py). Its warning would print on every `notarius run`.
+# (assets/staleness.py). Its warning would print on every `notarius run`.
 warnings.filterwarnings("ignore", category=BetaWarning, message=".*data_version.*")
 
 TRANSCRIPT = AssetKey("transcript")
-# Kept for callers that want "the group of a session asset that is not a lane".
-GROUP = PUBLISH_GROUP
-REPORT_BASE_URL_ENV = "NOTARIUS_REPORT_BASE_URL"
 
 
 class RuntimeReferences(Config):
@@ -176,7 +173,7 @@ def external_inputs_digest(
     bytes, the runtime references, every reference file's size and modification time, the
     resolved profile and the LLM profile. `source_document` records it; the runner compares
     it (with Dagster's code and data versions) to decide what is up to date
-    (notarius_dagster/staleness.py)."""
+    (assets/staleness.py)."""
     pipeline = plan.for_run(overrides)
     return digest_of(
         {
@@ -214,7 +211,6 @@ LANE_STEP_PRIORITY = 1
 """`dagster/priority` of lane steps; everything else keeps Dagster's default 0."""
 LANE_STEP_RETRIES = 2
 """Step retries of a lane after a transient provider error outlasted the client's retries."""
-STEP_RETRY_WAIT_S = 10
 
 
 def _fail(exc: NotariusError, what: str) -> Failure:
@@ -495,7 +491,7 @@ def build_bundle_asset(pipeline: ResolvedPipeline, *, with_evidence: bool) -> As
             session_id,
             [AssetKey(asset_name(lane.id)) for lane in pipeline.lanes],
         )
-        served_at = os.environ.get(REPORT_BASE_URL_ENV, "").strip()
+        served_at = load_settings().report_base_url
         return MaterializeResult(
             metadata=bundle_metadata(
                 manifest=published.manifest,

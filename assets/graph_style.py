@@ -8,24 +8,22 @@ record model's docstring, from the lane registry) and what it depends on."""
 
 from __future__ import annotations
 
-import os
-
 from notarius_dagster.engine.errors import NotariusError
 from notarius_dagster.engine.lanes import registered_lanes
 from notarius_dagster.engine.resolution import ResolvedLane
+from notarius_dagster.settings import OWNER_ENV, load_settings
 
 INGEST_GROUP = "ingest"
 LANES_GROUP = "lanes"
 PUBLISH_GROUP = "publish"
 SESSION_GROUPS = (INGEST_GROUP, LANES_GROUP, PUBLISH_GROUP)
-OWNER_ENV = "NOTARIUS_OWNER"
 DEFAULT_OWNER = "team:notarius"
 
 
 def owners() -> list[str]:
     """The owners of every asset; a NOTARIUS_OWNER that is neither an email nor
     `team:<name>` is an error naming the variable."""
-    owner = os.environ.get(OWNER_ENV, "").strip() or DEFAULT_OWNER
+    owner = load_settings().owner or DEFAULT_OWNER
     is_team = owner.startswith("team:") and len(owner) > len("team:")
     is_email = "@" in owner and " " not in owner
     if not (is_team or is_email):

@@ -9,7 +9,6 @@ that holds transcript text; the metadata holds counts, the path and the URL only
 
 # No `from __future__ import annotations` here: Dagster reads the asset function's annotations
 # as real types.
-import os
 from pathlib import Path
 from typing import Any
 
@@ -36,11 +35,11 @@ from notarius_dagster.report import (
     write_report,
 )
 from notarius_dagster.report.render import CampaignLink, render_page
+from notarius_dagster.settings import load_settings
 from resources.bundle_store import BundleStore
 
 REPORT_ASSET = "session_report"
 BUNDLE_ASSET = AssetKey("session_bundle")
-BASE_URL_ENV = "NOTARIUS_REPORT_BASE_URL"
 
 
 def campaign_link(roster_file: Path | None, session_id: str) -> CampaignLink | None:
@@ -104,7 +103,7 @@ def build_report_asset(
             "units_with_text": rendered.units_with_text,
             "evidence_context": inputs.evidence is not None,
         }
-        served_at = base_url if base_url is not None else os.environ.get(BASE_URL_ENV)
+        served_at = base_url if base_url is not None else load_settings().report_base_url
         if served_at:
             metadata["url"] = MetadataValue.url(report_url(served_at, session_id))
         return MaterializeResult(metadata=metadata)

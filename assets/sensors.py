@@ -31,6 +31,7 @@ from assets.run_tags import SESSION_TAG
 from notarius_dagster.engine.inputs import EXTENSION_FORMATS
 from notarius_dagster.inbox import InboxCursor, InboxLimits, InboxTranscript, take_inbox
 from notarius_dagster.run_guard import sessions_in_progress
+from notarius_dagster.settings import load_settings
 from notarius_dagster.store import StorePaths, session_lock
 
 INBOX_SENSOR_NAME = "inbox_sensor"
@@ -85,7 +86,7 @@ def build_inbox_sensor(
     """`run_tags`: the code location's tags for every run (assets/run_tags.py); each request
     adds its session's `notarius/session`. While `llm_not_ready` names a problem, the sensor
     takes nothing from the inbox (no partition, no run) and says why on every tick."""
-    limits = limits or InboxLimits.from_env()
+    limits = limits or InboxLimits.from_env(load_settings().inbox_limits)
     static_tags = dict(run_tags or {})
 
     @sensor(
@@ -154,7 +155,7 @@ def build_sensors(
     """The inbox sensor; `max_transcript_bytes` is the profile's `pipeline.limits` bound (files
     above it are skipped with a reason instead of starting a run that would be refused);
     `run_tags` go on every run it requests."""
-    limits = InboxLimits.from_env()
+    limits = InboxLimits.from_env(load_settings().inbox_limits)
     if max_transcript_bytes is not None:
         limits = dataclasses.replace(limits, max_transcript_bytes=max_transcript_bytes)
     return [build_inbox_sensor(store, limits, run_tags=run_tags, llm_not_ready=llm_not_ready)]

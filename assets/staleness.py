@@ -1,22 +1,171 @@
-"""Finds session partitions whose assets were materialized under an old code version (after a
-prompt, schema or lane-configuration edit): what `notarius backfill --stale` re-runs, for
-scripts. The UI route is the automation sensor (assets/automation.py), which re-runs the same
-pairs on its own once switched on.
+"""Is it up to date? The one place that answers, from Dagster's own record of what each
+materialization was computed from (its code version and its inputs' data versions, the tags
+every materialization carries) compared with the code location as it is now. Three askers:
 
-Public Dagster API only: the code versions and dependencies come from
-`Definitions.resolve_all_asset_specs()`, the stored code version of each (asset, session) from
-its latest materialization (`DagsterInstance.fetch_materializations` with
-`AssetRecordsFilter`), whose `dagster/code_version` tag Dagster writes."""
+- `session_staleness`: which assets of one session partition `notarius run` must run again.
+  An asset is up to date when its latest materialization in the partition exists, was made by
+  the asset's current code version, every upstream asset of the job is up to date too, and the
+  input data versions it recorded are the upstream's latest data versions. `source_document`
+  also records a digest of what lies outside the graph (the stored transcript's bytes, the
+  run's runtime references, every reference file's size and modification time, the resolved
+  profile and the LLM profile's fingerprint: `assets/factory.py: external_inputs_digest`); a
+  different digest makes it, and so everything downstream, stale. A published bundle that is
+  missing from the bundle root makes `session_bundle` stale. Anything else (no record, an
+  unreadable one) is stale: when in doubt, run.
+- `find_stale`: the session partitions whose assets were materialized under an old code
+  version (after a prompt, schema or lane-configuration edit): what `notarius backfill --stale`
+  re-runs, for scripts. The UI route is the automation sensor (assets/automation.py), which
+  re-runs the same pairs on its own once switched on.
+- `lanes_materialized_in_run`: which lanes this run made (the bundle's "this run" usage).
+
+Public Dagster API only: code versions and dependencies from the `Definitions`, the latest
+materialization of each (asset, session) from `DagsterInstance.fetch_materializations` with
+`AssetRecordsFilter` (`latest_record`, the one instance query), whose tags Dagster writes."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import hashlib
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from dagster import AssetKey, AssetRecordsFilter, AssetSpec, DagsterInstance
+from dagster import (
+    AssetKey,
+    AssetMaterialization,
+    AssetRecordsFilter,
+    AssetsDefinition,
+    AssetSpec,
+    DagsterInstance,
+    Definitions,
+    EventLogRecord,
+)
 
-from assets.dagster_tags import CODE_VERSION_TAG
+from assets.dagster_tags import CODE_VERSION_TAG, DATA_VERSION_TAG, INPUT_DATA_VERSION_TAG
 from assets.partitions import sessions_partitions
+
+EXTERNAL_INPUTS_KEY = "external_inputs"
+"""Metadata key under which `source_document` records `external_inputs_digest`."""
+
+
+def latest_record(
+    instance: DagsterInstance, key: AssetKey, partition: str
+) -> EventLogRecord | None:
+    """The record of the latest materialization of (key, partition), if any."""
+    result = instance.fetch_materializations(
+        AssetRecordsFilter(asset_key=key, asset_partitions=[partition]), limit=1
+    )
+    return result.records[0] if result.records else None
+
+
+def lanes_materialized_in_run(
+    instance: DagsterInstance, run_id: str, session_id: str, keys: Sequence[AssetKey]
+) -> set[AssetKey]:
+    """The lane assets whose latest materialization of `session_id` was made by `run_id`."""
+    ran = set()
+    for key in keys:
+        record = latest_record(instance, key, session_id)
+        if record is not None and record.run_id == run_id:
+            ran.add(key)
+    return ran
+
+
+@dataclass(frozen=True)
+class Staleness:
+    """The job's assets in graph order, split into those to run and those up to date."""
+
+    stale: tuple[AssetKey, ...]
+    up_to_date: tuple[AssetKey, ...]
+
+
+def _session_assets(
+    defs: Definitions, groups: Collection[str]
+) -> list[tuple[AssetKey, AssetsDefinition]]:
+    found: list[tuple[AssetKey, AssetsDefinition]] = []
+    for item in defs.assets or ():
+        if not isinstance(item, AssetsDefinition) or not item.is_materializable:
+            continue
+        for key in item.keys:
+            if item.group_names_by_key.get(key) in groups:
+                found.append((key, item))
+    return _graph_order(found)
+
+
+def _graph_order(
+    found: Sequence[tuple[AssetKey, AssetsDefinition]],
+) -> list[tuple[AssetKey, AssetsDefinition]]:
+    """Upstream first (a stable topological sort of the given assets)."""
+    keys = {key for key, _ in found}
+    ordered: list[tuple[AssetKey, AssetsDefinition]] = []
+    placed: set[AssetKey] = set()
+    pending = list(found)
+    while pending:
+        rest = []
+        for key, item in pending:
+            if all(dep in placed or dep not in keys for dep in item.asset_deps.get(key, ())):
+                ordered.append((key, item))
+                placed.add(key)
+            else:
+                rest.append((key, item))
+        if len(rest) == len(pending):  # a cycle cannot happen in Dagster; stay safe
+            ordered.extend(rest)
+            break
+        pending = rest
+    return ordered
+
+
+def same_input(recorded: str | None, upstream: str | None) -> bool:
+    """Whether an input data version a materialization recorded is the upstream partition's
+    data version. Dagster records a partitioned input as the sha256 of its partitions' data
+    versions joined in key order, here exactly one partition."""
+    if recorded is None or upstream is None:
+        return False
+    return recorded in (upstream, hashlib.sha256(upstream.encode("utf-8")).hexdigest())
+
+
+def latest_materialization(
+    instance: DagsterInstance, key: AssetKey, partition: str
+) -> AssetMaterialization | None:
+    """The latest materialization of (key, partition), if any."""
+    record = latest_record(instance, key, partition)
+    return record.asset_materialization if record is not None else None
+
+
+def session_staleness(
+    defs: Definitions,
+    instance: DagsterInstance,
+    partition: str,
+    *,
+    groups: Collection[str],
+    external_inputs: str,
+    extra_checks: Mapping[str, Callable[[], bool]] | None = None,
+) -> Staleness:
+    """Split the session assets of `defs` into stale and up-to-date ones for `partition`.
+    `extra_checks` maps an asset name to a check that must hold for it to be up to date (the
+    runner passes "the published bundle exists" for `session_bundle`)."""
+    checks = dict(extra_checks or {})
+    stale: list[AssetKey] = []
+    fresh: list[AssetKey] = []
+    data_versions: dict[AssetKey, str | None] = {}
+    assets = _session_assets(defs, groups)
+    in_job = {key for key, _ in assets}
+    for key, item in assets:
+        record = latest_materialization(instance, key, partition)
+        ok = record is not None
+        if record is not None:
+            tags = record.tags or {}
+            data_versions[key] = tags.get(DATA_VERSION_TAG)
+            ok = tags.get(CODE_VERSION_TAG) == item.code_versions_by_key.get(key)
+            for dep in item.asset_deps.get(key, ()):
+                if dep not in in_job:
+                    continue
+                recorded = tags.get(INPUT_DATA_VERSION_TAG + dep.to_user_string())
+                ok = ok and dep in fresh and same_input(recorded, data_versions.get(dep))
+            if key.path[-1] == "source_document":
+                held = record.metadata.get(EXTERNAL_INPUTS_KEY)
+                ok = ok and getattr(held, "value", held) == external_inputs
+            check = checks.get(key.path[-1])
+            ok = ok and (check is None or check())
+        (fresh if ok else stale).append(key)
+    return Staleness(stale=tuple(stale), up_to_date=tuple(fresh))
 
 
 @dataclass(frozen=True)
@@ -33,12 +182,7 @@ class StalePlan:
 
 def latest_code_version(instance: DagsterInstance, key: AssetKey, partition: str) -> str | None:
     """The code version the latest materialization of (key, partition) was made under."""
-    result = instance.fetch_materializations(
-        AssetRecordsFilter(asset_key=key, asset_partitions=[partition]), limit=1
-    )
-    if not result.records:
-        return None
-    materialization = result.records[0].asset_materialization
+    materialization = latest_materialization(instance, key, partition)
     return (materialization.tags or {}).get(CODE_VERSION_TAG) if materialization else None
 
 

@@ -550,6 +550,7 @@ def client_cpu_worker(url: str, calls: int) -> dict[str, Any]:
     from notarius_dagster.engine.llm_contract import StructuredRequest
     from notarius_dagster.llm.client import LiteLLMClient
     from notarius_dagster.llm.profiles import LLMProfile
+    from notarius_dagster.settings import api_key
 
     import_cpu = time.process_time() - t0
     profile = LLMProfile(
@@ -559,7 +560,7 @@ def client_cpu_worker(url: str, calls: int) -> dict[str, Any]:
         api_key_env=KEY_ENV,
         max_concurrency=CONCURRENCY,
     )
-    client = LiteLLMClient(profile)
+    client = LiteLLMClient(profile, api_key=api_key(KEY_ENV))
     user = "Transcript excerpt:\n" + rendered_units(SESSION, 50)
     warmup = 5
     requests = [
@@ -597,8 +598,9 @@ def litellm_floor(profile: Any, request: Any, calls: int) -> float:
     that is litellm's, which no change to the client can remove."""
     from notarius_dagster.llm._litellm import litellm
     from notarius_dagster.llm.client import LiteLLMClient
+    from notarius_dagster.settings import api_key
 
-    client = LiteLLMClient(profile)
+    client = LiteLLMClient(profile, api_key=api_key(profile.api_key_env))
     rung = client.first_rung(request.lane)
     kwargs = client.completion_kwargs(client.messages(rung, request), rung, request)
     for _ in range(5):

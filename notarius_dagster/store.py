@@ -8,8 +8,9 @@ folder names itself, so they cannot disagree.
     NOTARIUS_INBOX     the folder the inbox sensor watches (default ./var/inbox in the
                        repository, not under the store: it is where people drop files)
 
-An option given to `store_paths` wins over the environment, the environment over the default;
-an empty variable counts as unset. docs/operations.md ("The store") describes the layout."""
+`notarius_dagster/settings.py: store_paths` reads them: an option wins over the environment, the
+environment over the default; an empty variable counts as unset. docs/operations.md ("The
+store") describes the layout."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import contextlib
 import fcntl
 import os
 import socket
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,30 +70,6 @@ class StorePaths:
     def locks(self) -> Path:
         """Session locks (`session_lock`): one file per session, never deleted."""
         return self.root / "locks"
-
-
-def store_paths(
-    *,
-    data: Path | str | None = None,
-    bundles: Path | str | None = None,
-    inbox: Path | str | None = None,
-    environ: Mapping[str, str] = os.environ,
-) -> StorePaths:
-    """The layout from the options, else the environment, else the defaults (absolute paths).
-    The bundle root defaults to `<root>/bundles` of the root chosen here."""
-
-    def pick(option: Path | str | None, variable: str) -> Path | None:
-        if option is not None and str(option):
-            return Path(option).resolve()
-        value = environ.get(variable, "")
-        return Path(value).resolve() if value else None
-
-    root = pick(data, "NOTARIUS_DATA") or DEFAULT_DATA.resolve()
-    return StorePaths(
-        root=root,
-        bundles=pick(bundles, "NOTARIUS_BUNDLES") or root / "bundles",
-        inbox=pick(inbox, "NOTARIUS_INBOX") or DEFAULT_INBOX.resolve(),
-    )
 
 
 class SessionBusyError(NotariusError):

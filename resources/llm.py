@@ -24,6 +24,7 @@ from dagster import ConfigurableResource, EnvVar
 
 from notarius_dagster.engine.redaction import public_endpoint
 from notarius_dagster.llm.profiles import LLMProfile
+from notarius_dagster.settings import api_key, load_settings
 
 if TYPE_CHECKING:
     from notarius_dagster.llm.client import LiteLLMClient
@@ -58,8 +59,11 @@ class LLMResource(ConfigurableResource):
         from notarius_dagster.llm.offline import ensure_server
 
         profile = self.profile
-        with ensure_server(profile) as api_base:
-            yield LiteLLMClient(profile, api_base_override=api_base)
+        settings = load_settings()
+        with ensure_server(profile, settings.offline_server) as api_base:
+            yield LiteLLMClient(
+                profile, api_key=api_key(profile.api_key_env), api_base_override=api_base
+            )
 
 
 def endpoint_variable(profile_name: str, public: str | None) -> str:
@@ -70,17 +74,21 @@ def endpoint_variable(profile_name: str, public: str | None) -> str:
 
 
 def llm_resource(
-    profile: Mapping[str, Any], environ: MutableMapping[str, str] = os.environ
+    profile: Mapping[str, Any], environ: MutableMapping[str, str] | None = None
 ) -> LLMResource:
     """The `llm` resource of a resolved LLM profile. An endpoint without credentials or query
-    is configured as is; one with them goes into `environ` (this process's environment, which
-    the processes it starts inherit) and the resource names it by `EnvVar`."""
+    is configured as is; one with them is written into `environ` (default this process's
+    environment, which the processes it starts inherit: a write, never read back here; Dagster
+    reads it through `EnvVar`) and the resource names it by `EnvVar`."""
     api_base = profile.get("api_base")
     public = public_endpoint(api_base) if isinstance(api_base, str) else None
     if not isinstance(api_base, str) or public == api_base:
         return LLMResource(profile_json=json.dumps(dict(profile)))
     variable = endpoint_variable(str(profile.get("name", "")), public)
-    environ[variable] = api_base
+    if environ is None:
+        os.environ[variable] = api_base
+    else:
+        environ[variable] = api_base
     return LLMResource(
         profile_json=json.dumps({**profile, "api_base": public}),
         api_base=EnvVar(variable),

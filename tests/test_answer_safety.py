@@ -20,6 +20,7 @@ from notarius_dagster.engine.llm_contract import StructuredRequest
 from notarius_dagster.engine.redaction import REDACTED
 from notarius_dagster.llm.client import LiteLLMClient
 from notarius_dagster.llm.profiles import LLMProfile
+from notarius_dagster.settings import api_key
 from tests.fake_provider import FakeProvider
 
 KEY = "sk-proj-Answer5afety0nly4Notarius"
@@ -42,6 +43,11 @@ def request() -> StructuredRequest:
         lane="npcs",
         chunk_id="c1",
     )
+
+
+def client(api_base: str) -> LiteLLMClient:
+    """A client of `profile(api_base)` with its key read as a run reads it."""
+    return LiteLLMClient(profile(api_base), api_key=api_key("NOTARIUS_FAKE_KEY"), retry_backoff_s=0)
 
 
 def profile(api_base: str) -> LLMProfile:
@@ -71,9 +77,7 @@ def test_the_key_that_was_sent_is_taken_out_of_the_answer(
 ) -> None:
     monkeypatch.setenv("NOTARIUS_FAKE_KEY", KEY)
     with FakeProvider("script", responder=telling) as fake:
-        response = LiteLLMClient(profile(fake.api_base), retry_backoff_s=0).complete_structured(
-            request()
-        )
+        response = client(fake.api_base).complete_structured(request())
     assert response.valid and response.data is not None
     note = response.data["note"]
     assert KEY not in note and KEY.upper() not in note
@@ -86,8 +90,8 @@ def test_the_endpoints_credentials_are_taken_out_of_the_answer(
     monkeypatch.setenv("NOTARIUS_FAKE_KEY", KEY)
     with FakeProvider("script", responder=telling) as fake:
         endpoint = fake.api_base.replace("http://", f"http://{USER}:{PASSWORD}@")
-        client = LiteLLMClient(profile(f"{endpoint}?api_key={QUERY_KEY}"), retry_backoff_s=0)
-        response = client.complete_structured(request())
+        llm = client(f"{endpoint}?api_key={QUERY_KEY}")
+        response = llm.complete_structured(request())
     assert response.data is not None
     note = response.data["note"]
     basic = base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
@@ -101,7 +105,7 @@ def test_an_answer_without_any_choice_is_a_provider_error(
 ) -> None:
     monkeypatch.setenv("NOTARIUS_FAKE_KEY", KEY)
     with FakeProvider("empty-choices") as fake, pytest.raises(LLMError) as caught:
-        LiteLLMClient(profile(fake.api_base), retry_backoff_s=0).complete_structured(request())
+        client(fake.api_base).complete_structured(request())
     assert str(caught.value) == (
         "LLM call to openai/fake failed: the provider answered without any choice (an empty "
         "`choices` list), so there is no answer to use"

@@ -15,7 +15,7 @@ from notarius_dagster.engine.transcripts import register_transcript
 from notarius_dagster.llm.test_double import scripted_llm
 from notarius_dagster.run.runner import run_session
 from notarius_dagster.sessions import delete_session, runs_in_progress, session_rows
-from notarius_dagster.store import store_paths
+from notarius_dagster.settings import store_paths
 from tests.doubles import lane_responder
 
 REPO = Path(__file__).resolve().parent.parent

@@ -24,7 +24,8 @@ from dagster._core.test_utils import create_run_for_test
 
 from assets.sensors import INBOX_SENSOR_NAME, build_inbox_sensor, build_sensors
 from notarius_dagster.inbox import InboxLimits
-from notarius_dagster.store import StorePaths, store_paths
+from notarius_dagster.settings import store_paths
+from notarius_dagster.store import StorePaths
 from tests.test_inbox import drop, sha, unit_lines
 
 

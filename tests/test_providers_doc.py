@@ -14,6 +14,7 @@ from notarius_dagster.llm.families import family_of
 from notarius_dagster.llm.preflight import readiness_problems
 from notarius_dagster.llm.profiles import LLMProfile
 from notarius_dagster.llm.structured import choose_rung
+from notarius_dagster.settings import api_key
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "providers.md"
 SECTIONS = (
@@ -73,10 +74,10 @@ def test_a_documented_profile_names_its_missing_key_and_is_ready_with_it(
     profile = LLMProfile.model_validate({"name": name, **cfg})
     assert profile.api_key_env is not None
     monkeypatch.delenv(profile.api_key_env, raising=False)
-    [problem] = readiness_problems(profile)
+    [problem] = readiness_problems(profile, api_key(profile.api_key_env))
     assert profile.api_key_env in problem and profile.model in problem
     monkeypatch.setenv(profile.api_key_env, "sk-test-0000")
-    assert readiness_problems(profile) == []
+    assert readiness_problems(profile, api_key(profile.api_key_env)) == []
 
 
 def test_vertex_without_google_auth_names_the_package(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -87,7 +88,7 @@ def test_vertex_without_google_auth_names_the_package(monkeypatch: pytest.Monkey
         importlib.util, "find_spec", lambda n, *a: None if n == "google" else real(n, *a)
     )
     _, cfg = documented_profiles()["vertex"]
-    problems = readiness_problems(LLMProfile.model_validate({"name": "vertex", **cfg}))
+    problems = readiness_problems(LLMProfile.model_validate({"name": "vertex", **cfg}), None)
     assert any("google-auth" in p for p in problems)
 
 
@@ -96,11 +97,11 @@ def test_a_profile_without_a_key_variable_is_checked_with_litellms_own_list(
 ) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     profile = LLMProfile(name="bare", model="openai/gpt-4o-mini")
-    [problem] = readiness_problems(profile)
+    [problem] = readiness_problems(profile, None)
     assert "OPENAI_API_KEY" in problem
     # litellm's OpenAI route refuses to call without a key, also for a local server.
     local = LLMProfile(name="local", model="openai/local", api_base="http://127.0.0.1:8080/v1")
-    [problem] = readiness_problems(local)
+    [problem] = readiness_problems(local, None)
     assert "OPENAI_API_KEY" in problem
     vllm = LLMProfile(name="vllm", model="hosted_vllm/q", api_base="http://127.0.0.1:8000/v1")
-    assert readiness_problems(vllm) == []
+    assert readiness_problems(vllm, None) == []

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from notarius_dagster.engine.errors import ReferenceError_
+from notarius_dagster.engine.errors import InvalidReferenceError
 from notarius_dagster.engine.references import prepare_file
 from notarius_dagster.engine.resolution import ResolvedBinding
 
@@ -28,7 +28,7 @@ def binding(path: Path | str, max_bytes: int = 200) -> ResolvedBinding:
 
 @pytest.mark.timeout(20)
 def test_a_device_is_refused_without_reading_it() -> None:
-    with pytest.raises(ReferenceError_, match="'zero' is not a regular file"):
+    with pytest.raises(InvalidReferenceError, match="'zero' is not a regular file"):
         prepare_file(binding("/dev/zero", max_bytes=10**9))
 
 
@@ -36,7 +36,7 @@ def test_a_device_is_refused_without_reading_it() -> None:
 def test_a_fifo_is_refused_without_hanging(tmp_path: Path) -> None:
     fifo = tmp_path / "glossary.txt"
     os.mkfifo(fifo)
-    with pytest.raises(ReferenceError_, match="'glossary.txt' is not a regular file"):
+    with pytest.raises(InvalidReferenceError, match="'glossary.txt' is not a regular file"):
         prepare_file(binding(fifo))
 
 
@@ -44,7 +44,7 @@ def test_a_fifo_is_refused_without_hanging(tmp_path: Path) -> None:
 def test_a_link_to_a_device_is_refused(tmp_path: Path) -> None:
     link = tmp_path / "glossary.txt"
     link.symlink_to("/dev/zero")
-    with pytest.raises(ReferenceError_, match="'glossary.txt' is not a regular file"):
+    with pytest.raises(InvalidReferenceError, match="'glossary.txt' is not a regular file"):
         prepare_file(binding(link, max_bytes=10**9))
 
 
@@ -65,7 +65,7 @@ def test_one_byte_over_the_limit_is_refused_and_the_limit_itself_accepted(
     ref, _ = prepare_file(binding(path))
     assert ref.provenance["bytes"] == 200
     path.write_bytes(b"x" * 201)
-    with pytest.raises(ReferenceError_, match="'g.txt' is 201 bytes; the slot allows 200"):
+    with pytest.raises(InvalidReferenceError, match="'g.txt' is 201 bytes; the slot allows 200"):
         prepare_file(binding(path))
 
 
@@ -86,5 +86,5 @@ def test_a_file_that_grows_past_the_limit_while_read_is_refused(
 
     path.write_bytes(b"x" * 5000)
     monkeypatch.setattr(os, "fstat", lambda fd: Small(real_fstat(fd)))
-    with pytest.raises(ReferenceError_, match="'g.txt' is over 200 bytes"):
+    with pytest.raises(InvalidReferenceError, match="'g.txt' is over 200 bytes"):
         prepare_file(binding(path))

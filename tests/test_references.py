@@ -14,7 +14,7 @@ from notarius_dagster.engine import references as references_module
 from notarius_dagster.engine.catalog import CATALOG, ModuleSpec, ReferenceSlot
 from notarius_dagster.engine.config import parse_profile
 from notarius_dagster.engine.contracts import BaseExtractor, ExtractRequest, ModuleOutput
-from notarius_dagster.engine.errors import ProfileError, ReferenceError_
+from notarius_dagster.engine.errors import InvalidReferenceError, ProfileError
 from notarius_dagster.engine.references import prepare_file, prepare_generated
 from notarius_dagster.engine.resolution import RuntimeBinding, resolve_pipeline
 from notarius_dagster.engine.transcripts import register_transcript
@@ -227,17 +227,17 @@ def test_file_reference_records_digest_media_type_and_no_content(tmp_path: Path)
 
 def test_missing_file_is_an_error_naming_the_file(tmp_path: Path) -> None:
     resolved = resolve(profile(lane_refs={"glossary": {"path": str(tmp_path / "gone.txt")}}))
-    with pytest.raises(ReferenceError_, match="'gone.txt' not found"):
+    with pytest.raises(InvalidReferenceError, match="'gone.txt' not found"):
         prepare_file(bindings(resolved, "extract")["glossary"])
 
 
 def test_non_utf8_file_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(ReferenceError_, match="not UTF-8"):
+    with pytest.raises(InvalidReferenceError, match="not UTF-8"):
         prepared(tmp_path, "g.txt", b"caf\xe9")
 
 
 def test_file_over_the_slot_limit_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(ReferenceError_, match="201 bytes; the slot allows 200"):
+    with pytest.raises(InvalidReferenceError, match="201 bytes; the slot allows 200"):
         prepared(tmp_path, "g.txt", b"x" * 201)
 
 
@@ -249,7 +249,7 @@ def test_empty_file_is_accepted_with_a_warning(tmp_path: Path) -> None:
 def test_unknown_extension_is_octet_stream_checked_only_when_declared(tmp_path: Path) -> None:
     ref, _ = prepared(tmp_path, "notes.weird", b"ok", slot="notes")
     assert ref.media_type == "application/octet-stream"
-    with pytest.raises(ReferenceError_, match="media type 'application/octet-stream'"):
+    with pytest.raises(InvalidReferenceError, match="media type 'application/octet-stream'"):
         prepared(tmp_path, "g.weird", b"ok")
 
 
@@ -267,16 +267,16 @@ def test_unknown_extension_is_octet_stream_checked_only_when_declared(tmp_path: 
 def test_malformed_structured_file_reference_is_an_error(
     tmp_path: Path, content: bytes, message: str
 ) -> None:
-    with pytest.raises(ReferenceError_, match=message):
+    with pytest.raises(InvalidReferenceError, match=message):
         prepared(tmp_path, "scenes.json", content, slot="scenes")
 
 
 def test_malformed_generated_reference_is_an_error_never_unbound() -> None:
     resolved = resolve(profile(lane_refs={"scenes": {"path": "s.json"}}))
     binding = bindings(resolved, "extract")["scenes"]
-    with pytest.raises(ReferenceError_, match="produced no accepted artifact"):
+    with pytest.raises(InvalidReferenceError, match="produced no accepted artifact"):
         prepare_generated(binding, None)
-    with pytest.raises(ReferenceError_, match="malformed generated"):
+    with pytest.raises(InvalidReferenceError, match="malformed generated"):
         prepare_generated(binding, {"kind": "dnd/scene-description-list", "x": 1})
 
 
@@ -314,7 +314,7 @@ def test_reference_content_never_reaches_bundle_or_metadata(
 def test_runtime_reference_through_dagster_run_config(
     tmp_path: Path, instance: DagsterInstance
 ) -> None:
-    from notarius_dagster.run.runner import build_run_definitions
+    from tests.run_definitions import build_run_definitions
 
     (tmp_path / "short.txt").write_text("only line\n")
     (tmp_path / "long.txt").write_text("a\nb\nc\n")
@@ -389,7 +389,7 @@ def test_cli_and_ui_runtime_references_take_one_path_with_one_error(
     as the run config a UI run gives: the same binding lands in the manifest, and a bad selector
     gets the same message on both paths (refused before anything runs on the first)."""
     from notarius_dagster.engine.errors import NotariusError
-    from notarius_dagster.run.runner import build_run_definitions
+    from tests.run_definitions import build_run_definitions
 
     (tmp_path / "short.txt").write_text("only line\n")
     (tmp_path / "long.txt").write_text("a\nb\nc\n")

@@ -23,7 +23,7 @@ from notarius_dagster.dnd.roster import (
 from notarius_dagster.engine.checkpoints import FileCheckpointStore
 from notarius_dagster.engine.chunking import make_chunk
 from notarius_dagster.engine.contracts import ExtractRequest, PreparedReference, RunContext
-from notarius_dagster.engine.errors import ReferenceError_
+from notarius_dagster.engine.errors import InvalidReferenceError
 from notarius_dagster.engine.inputs import parse_transcript
 from notarius_dagster.engine.models import Chunk, SourceDocument
 from notarius_dagster.engine.references import prepare_lane_references
@@ -362,7 +362,7 @@ def test_a_malformed_roster_is_an_error_naming_the_key_path(tmp_path: Path) -> N
     roster = tmp_path / "roster.yaml"
     roster.write_text("campaign: c\nparty:\n  - {player: Secret Person, character: 7}\n")
     pipeline = roster_pipeline(roster)
-    with pytest.raises(ReferenceError_) as err:
+    with pytest.raises(InvalidReferenceError) as err:
         prepare_lane_references(pipeline.lane("npcs").stages(), {})
     message = str(err.value)
     assert "party/0/character" in message and "roster.yaml" in message
@@ -372,7 +372,7 @@ def test_a_malformed_roster_is_an_error_naming_the_key_path(tmp_path: Path) -> N
 def test_a_roster_that_is_not_yaml_names_the_line(tmp_path: Path) -> None:
     roster = tmp_path / "roster.yaml"
     roster.write_text("campaign: c\nparty: [\n  {player: X\n")
-    with pytest.raises(ReferenceError_, match=r"not valid YAML \(line \d+\)"):
+    with pytest.raises(InvalidReferenceError, match=r"not valid YAML \(line \d+\)"):
         prepare_lane_references(roster_pipeline(roster).lane("npcs").stages(), {})
 
 

@@ -21,8 +21,9 @@ from assets.sensors import INBOX_SENSOR_NAME
 from notarius_dagster.engine.transcripts import register_transcript
 from notarius_dagster.llm.test_double import scripted_llm
 from notarius_dagster.run.definitions import resolve_settings_pipeline
-from notarius_dagster.run.runner import build_run_definitions, run_session, run_settings
+from notarius_dagster.run.runner import run_session, run_settings
 from tests.doubles import lane_responder
+from tests.run_definitions import build_run_definitions
 
 REPO = Path(__file__).resolve().parent.parent
 OFFLINE = REPO / "configs" / "offline.yaml"
@@ -120,10 +121,16 @@ def test_sensor_run_requests_carry_the_tags(
 
 
 def test_the_dagster_tag_keys_we_spell_are_dagsters() -> None:
-    from dagster._core.definitions.data_version import CODE_VERSION_TAG
+    from dagster._core.definitions.data_version import (
+        CODE_VERSION_TAG,
+        DATA_VERSION_TAG,
+        INPUT_DATA_VERSION_TAG_PREFIX,
+    )
     from dagster._core.storage.tags import PARTITION_NAME_TAG, RUN_KEY_TAG, SENSOR_NAME_TAG
 
     assert dagster_tags.PARTITION_NAME_TAG == PARTITION_NAME_TAG
     assert dagster_tags.RUN_KEY_TAG == RUN_KEY_TAG
     assert dagster_tags.SENSOR_NAME_TAG == SENSOR_NAME_TAG
     assert dagster_tags.CODE_VERSION_TAG == CODE_VERSION_TAG
+    assert dagster_tags.DATA_VERSION_TAG == DATA_VERSION_TAG
+    assert dagster_tags.INPUT_DATA_VERSION_TAG == INPUT_DATA_VERSION_TAG_PREFIX + "/"

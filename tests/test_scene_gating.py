@@ -15,7 +15,7 @@ from notarius_dagster.dnd.combat_turns.extract import SceneGatedCombatExtractor
 from notarius_dagster.engine.catalog import CATALOG
 from notarius_dagster.engine.checkpoints import FileCheckpointStore
 from notarius_dagster.engine.chunking import make_chunk
-from notarius_dagster.engine.errors import LaneError, ProfileError, ReferenceError_
+from notarius_dagster.engine.errors import InvalidReferenceError, LaneError, ProfileError
 from notarius_dagster.engine.manifest import lane_summary
 from notarius_dagster.engine.models import Chunk, SourceDocument
 from notarius_dagster.engine.references import prepare_file, prepare_generated
@@ -236,7 +236,7 @@ def test_malformed_external_scene_artifact_fails_at_preparation(
         if b.slot == "scene_descriptions"
     )
     assert binding.origin == "file"
-    with pytest.raises(ReferenceError_, match=problem):
+    with pytest.raises(InvalidReferenceError, match=problem):
         prepare_file(binding)
 
 
@@ -287,7 +287,7 @@ def test_malformed_generated_scene_artifact_fails_at_the_handoff(
         if b.slot == "scene_descriptions"
     )
     assert (binding.origin, binding.lane) == ("lane", "scene-descriptions")
-    with pytest.raises(ReferenceError_, match=problem):
+    with pytest.raises(InvalidReferenceError, match=problem):
         prepare_generated(binding, payload)
 
 
@@ -476,7 +476,7 @@ def test_an_artifact_with_two_records_for_one_scene_is_malformed_not_unbound(
     """Internally inconsistent (two records claim one chunk): an error at the handoff."""
     scenes = scene_artifact(chunks, "combat", TITLE, SUMMARY)
     scenes["scene_descriptions"].append(dict(scenes["scene_descriptions"][1]))
-    with pytest.raises(ReferenceError_, match="malformed generated artifact"):
+    with pytest.raises(InvalidReferenceError, match="malformed generated artifact"):
         run_combat(fight, chunks, scenes)
 
 
@@ -485,5 +485,5 @@ def test_a_record_whose_evidence_is_not_its_range_is_malformed(
 ) -> None:
     scenes = scene_artifact(chunks, "combat", TITLE, SUMMARY)
     scenes["scene_descriptions"][0]["source_ref"]["end_unit_id"] = 101
-    with pytest.raises(ReferenceError_, match="malformed generated artifact"):
+    with pytest.raises(InvalidReferenceError, match="malformed generated artifact"):
         run_combat(fight, chunks, scenes)

@@ -22,7 +22,7 @@ from dagster._core.test_utils import create_run_for_test
 
 from notarius_dagster.engine.inputs import parse_transcript
 from notarius_dagster.sessions import add_session
-from notarius_dagster.store import store_paths
+from notarius_dagster.settings import store_paths
 from tests.fake_provider import KEY_ENV, FakeProvider, profile_for
 
 REPO = Path(__file__).resolve().parent.parent

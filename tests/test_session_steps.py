@@ -16,7 +16,7 @@ from notarius_dagster.engine.catalog import CATALOG, ModuleSpec, ReferenceSlot
 from notarius_dagster.engine.chunk_stage import ChunkResult
 from notarius_dagster.engine.config import parse_profile
 from notarius_dagster.engine.contracts import BaseExtractor, ExtractRequest, ModuleOutput
-from notarius_dagster.engine.errors import InputError, ReferenceError_
+from notarius_dagster.engine.errors import InputError, InvalidReferenceError
 from notarius_dagster.engine.models import Rejection
 from notarius_dagster.engine.resolution import ResolvedPipeline, RuntimeBinding, resolve_pipeline
 from notarius_dagster.engine.session_steps import (
@@ -196,7 +196,7 @@ def test_a_bad_reference_file_fails_before_the_transcript_is_parsed(
 ) -> None:
     setup(tmp_path / "notes.txt")
     (store / "s1.jsonl").write_text('{"speaker": "DM"}\n')  # malformed: would fail to parse
-    with pytest.raises(ReferenceError_, match=message):
+    with pytest.raises(InvalidReferenceError, match=message):
         load_source_document(plan_for(tmp_path, profile_data()), transcripts=store, session_id="s1")
 
 
@@ -207,7 +207,7 @@ def test_reference_content_is_checked_before_the_transcript_is_parsed(
     parsing and before any model call, not in the lane that would use it."""
     (tmp_path / "notes.txt").write_bytes(b"caf\xe9")
     plan = plan_for(tmp_path, profile_data())
-    with pytest.raises(ReferenceError_, match="'notes.txt' is not UTF-8"):
+    with pytest.raises(InvalidReferenceError, match="'notes.txt' is not UTF-8"):
         load_source_document(plan, transcripts=store, session_id="s1")
 
 
@@ -307,7 +307,7 @@ def test_runtime_references_are_checked_by_the_profile_rules_and_say_so(
     plan = plan_for(tmp_path, profile_data())
     assert plan.for_run(RuntimeOverrides()) is plan.pipeline
     with pytest.raises(
-        ReferenceError_,
+        InvalidReferenceError,
         match=r"^runtime references: profile 'steps.yaml': "
         r"--reference nope: no selected target",
     ):
@@ -316,7 +316,7 @@ def test_runtime_references_are_checked_by_the_profile_rules_and_say_so(
     overridden = RuntimeOverrides(references={"notes": "missing-but-overridden.txt"})
     document = load_source_document(plan, overridden, transcripts=store, session_id="s1")
     assert len(document.units) == 4  # the profile's notes.txt is missing; the run's is not
-    with pytest.raises(ReferenceError_, match="cannot apply them"):
+    with pytest.raises(InvalidReferenceError, match="cannot apply them"):
         RunPipeline(plan.pipeline).for_run(overridden)
 
 

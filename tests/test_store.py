@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from notarius_dagster.settings import load_settings
-from notarius_dagster.store import REPO_ROOT, store_paths
+from notarius_dagster.settings import load_settings, store_paths
+from notarius_dagster.store import REPO_ROOT
 
 
 def test_defaults_are_under_var_in_the_repository() -> None:

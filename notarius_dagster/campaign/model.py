@@ -14,7 +14,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from notarius_dagster.engine.models import SourceRef
 
-CODEX_KIND = "notarius/campaign-codex"
 CODEX_SCHEMA_ID = "notarius.campaign.codex"
 CODEX_SCHEMA_NAME = "notarius_campaign_codex_v1"
 

@@ -163,15 +163,6 @@ def read_index(bundles_root: Path) -> CampaignIndex:
     return CampaignIndex.model_validate(_read_json(path, f"{CAMPAIGNS_DIR}/{INDEX_FILE}"))
 
 
-def campaign_of_session(bundles_root: Path, session_id: str) -> CampaignEntry | None:
-    """The campaign whose codex lists `session_id` (the first by campaign id), if any."""
-    try:
-        index = read_index(bundles_root)
-    except (CodexError, ValueError):
-        return None
-    return next((c for c in index.campaigns if session_id in c.sessions), None)
-
-
 @dataclass(frozen=True)
 class Published:
     """What one codex publication did: the codex, where it is, and whether it changed."""

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from notarius_dagster.engine.files import write_atomically
-from notarius_dagster.store import REPO_ROOT, store_paths
+from notarius_dagster.settings import DAGSTER_HOME_ENV, load_settings, store_paths
+from notarius_dagster.store import REPO_ROOT
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -64,14 +65,14 @@ INSTANCE_READY = ".notarius-instance-ready"
 def ensure_dagster_home() -> Path:
     """Use DAGSTER_HOME, or ./var/dagster-home with the repository's configs/dagster.yaml; the
     instance is created there once, safely, by whichever command comes first."""
-    home = Path(os.environ.get("DAGSTER_HOME") or REPO_ROOT / "var" / "dagster-home").resolve()
+    home = Path(load_settings().dagster_home or REPO_ROOT / "var" / "dagster-home").resolve()
     home.mkdir(parents=True, exist_ok=True)
     template = REPO_ROOT / "configs" / "dagster.yaml"
     if not (home / "dagster.yaml").exists() and template.exists():
         with _home_lock(home):  # two first commands must not both write it
             if not (home / "dagster.yaml").exists():
                 write_atomically(home / "dagster.yaml", template.read_bytes())
-    os.environ["DAGSTER_HOME"] = str(home)
+    os.environ[DAGSTER_HOME_ENV] = str(home)  # for Dagster and the processes it starts
     create_instance_once(home)
     return home
 

@@ -17,7 +17,7 @@ from notarius_dagster.cli.common import (
     add_store_options,
     plain,
 )
-from notarius_dagster.store import store_paths
+from notarius_dagster.settings import store_paths
 
 
 def _pct(value: float | None) -> str:

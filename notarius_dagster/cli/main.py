@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import signal
 import sys
 import time
@@ -28,7 +27,7 @@ from notarius_dagster.cli.common import (
 )
 from notarius_dagster.cli.evaluate import add_eval_parser
 from notarius_dagster.cli.report import add_report_parser
-from notarius_dagster.store import store_paths
+from notarius_dagster.settings import load_settings, store_paths
 
 SESSIONS_AT_ONCE = 4
 """Default of `notarius run --jobs`: sessions in flight at once when several are given."""
@@ -67,7 +66,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     # One session at a time, here: its steps as forks of a preloaded forkserver, so
     # independent lanes overlap; NOTARIUS_EXECUTOR=in_process runs them one after another.
     default = "multiprocess" if len(paths) == 1 else "in_process"
-    parallel = os.environ.get("NOTARIUS_EXECUTOR", default) != "in_process"
+    parallel = (load_settings().executor or default) != "in_process"
     if parallel:
         _start_step_processes(args)
     return max(_run_one(args, path, parallel=parallel) for path in paths)
@@ -103,7 +102,10 @@ def _llm_not_ready(args: argparse.Namespace) -> str | None:
         resolved = resolve_profile_file(Path(args.config), llm_profile=args.llm_profile)
     except NotariusError:
         return None
-    problems = readiness_problems(LLMProfile.model_validate(resolved.llm_profile))
+    from notarius_dagster.settings import api_key
+
+    llm = LLMProfile.model_validate(resolved.llm_profile)
+    problems = readiness_problems(llm, api_key(llm.api_key_env))
     return "; ".join(problems) if problems else None
 
 
@@ -311,8 +313,10 @@ def _llm_summary(profile: Any, *, ping: bool) -> dict[str, Any]:
     from notarius_dagster.llm.families import family_of
     from notarius_dagster.llm.preflight import readiness_problems
     from notarius_dagster.llm.structured import choose_rung
+    from notarius_dagster.settings import api_key
 
-    problems = readiness_problems(profile)
+    key = api_key(profile.api_key_env)
+    problems = readiness_problems(profile, key)
     if problems:
         raise CommandError("; ".join(problems), EXIT_FAILED)
     family = family_of(profile)
@@ -327,8 +331,8 @@ def _llm_summary(profile: Any, *, ping: bool) -> dict[str, Any]:
         from notarius_dagster.llm.preflight import ping as ping_model
 
         try:
-            with ensure_server(profile) as api_base:
-                result = ping_model(profile, api_base_override=api_base)
+            with ensure_server(profile, load_settings().offline_server) as api_base:
+                result = ping_model(profile, api_key=key, api_base_override=api_base)
         except NotariusError as exc:
             raise CommandError(exc, EXIT_FAILED) from None
         summary["ping"] = {
@@ -448,7 +452,7 @@ def cmd_sessions_delete(args: argparse.Namespace) -> int:
             raise CommandError(
                 f"unknown session {session_id!r}: it is not a partition of "
                 f"{SESSIONS_PARTITIONS!r} on the instance at DAGSTER_HOME="
-                f"{os.environ['DAGSTER_HOME']}; `notarius sessions list` shows the sessions"
+                f"{load_settings().dagster_home}; `notarius sessions list` shows the sessions"
             )
         busy = runs_in_progress(instance, session_id)
         if busy and not args.force:

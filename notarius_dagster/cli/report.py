@@ -22,7 +22,7 @@ from notarius_dagster.cli.common import (
     add_store_options,
     bundles_root,
 )
-from notarius_dagster.store import store_paths
+from notarius_dagster.settings import store_paths
 
 
 def _bundle_run_id(bundles: Path, session_id: str) -> str | None:

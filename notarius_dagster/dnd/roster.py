@@ -178,7 +178,7 @@ def _no_refs(_model: BaseModel) -> Iterable[Any]:
     return ()
 
 
-ROSTER_ARTIFACT = register_kind(
+register_kind(
     ArtifactKind(
         kind=ROSTER_KIND,
         model=Roster,

@@ -7,11 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from notarius_dagster.engine.bundle_documents import CHUNK_MAP_TYPE, DOCUMENT_TYPES
-
-
-def chunk_map_schema() -> dict[str, Any]:
-    return CHUNK_MAP_TYPE.json_schema()
+from notarius_dagster.engine.bundle_documents import DOCUMENT_TYPES
 
 
 def bundle_document_schemas() -> dict[str, dict[str, Any]]:

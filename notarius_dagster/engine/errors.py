@@ -30,8 +30,8 @@ class ResolutionError(NotariusError):
     """The profile parsed but cannot be resolved against the module catalog."""
 
 
-class ReferenceError_(NotariusError):
-    """A reference binding or a bound reference is invalid (named to avoid the builtin)."""
+class InvalidReferenceError(NotariusError):
+    """A reference binding or a bound reference is invalid."""
 
 
 class ChunkingError(NotariusError):

@@ -94,14 +94,6 @@ class EvidenceContext(_Published):
         return sum(len(c.references) for c in self.contexts)
 
 
-def evidence_context_schema() -> dict[str, Any]:
-    """The JSON Schema of the published document (checked in under `schemas/`)."""
-    schema = EvidenceContext.model_json_schema(mode="serialization")
-    schema["$id"] = EVIDENCE_SCHEMA_ID
-    schema["title"] = EVIDENCE_SCHEMA_NAME
-    return schema
-
-
 def build_evidence_context(
     document: SourceDocument,
     lane_results: Sequence[LaneResult],

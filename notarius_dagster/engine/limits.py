@@ -58,7 +58,6 @@ class Budget(_Bounds):
 
 
 DEFAULT_INPUT_LIMITS = InputLimits()
-DEFAULT_BUDGET = Budget()
 
 
 class RunEstimate(_Bounds):

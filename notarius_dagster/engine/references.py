@@ -15,7 +15,7 @@ from typing import Any
 from notarius_dagster.engine.artifact_kinds import get_kind
 from notarius_dagster.engine.contracts import PreparedReference
 from notarius_dagster.engine.digest import digest_of, sha256_digest
-from notarius_dagster.engine.errors import ReferenceError_
+from notarius_dagster.engine.errors import InvalidReferenceError
 from notarius_dagster.engine.models import RunWarning
 from notarius_dagster.engine.reading import (
     FileRefused,
@@ -56,20 +56,22 @@ def _validated_artifact(
     """A structured slot's artifact must be a valid artifact of an accepted kind (`file`: the
     external file's name, for the error)."""
     if not isinstance(payload, dict) or not isinstance(payload.get("kind"), str):
-        raise ReferenceError_(f"{_where(binding)}: {origin} artifact has no artifact kind")
+        raise InvalidReferenceError(f"{_where(binding)}: {origin} artifact has no artifact kind")
     kind_name = payload["kind"]
     if binding.accepted_kinds and kind_name not in binding.accepted_kinds:
-        raise ReferenceError_(
+        raise InvalidReferenceError(
             f"{_where(binding)}: {origin} artifact is {kind_name!r}; the slot "
             f"accepts {list(binding.accepted_kinds)}"
         )
     try:
         kind = get_kind(kind_name)
     except KeyError:
-        raise ReferenceError_(f"{_where(binding)}: unknown artifact kind {kind_name!r}") from None
+        raise InvalidReferenceError(
+            f"{_where(binding)}: unknown artifact kind {kind_name!r}"
+        ) from None
     problems = schema_problems(kind, payload)
     if problems:
-        raise ReferenceError_(
+        raise InvalidReferenceError(
             f"{_where(binding)}: malformed {origin} artifact"
             + (f" (file {file!r})" if file else "")
             + ": "
@@ -88,7 +90,7 @@ def _decode_structured(binding: ResolvedBinding, name: str, text: str, media_typ
             return load_json(text, name)
         decoded = load_yaml(text, name, loader=PlainYamlLoader)
     except ParseRefused as exc:
-        raise ReferenceError_(f"{_where(binding)}: file {exc}") from None
+        raise InvalidReferenceError(f"{_where(binding)}: file {exc}") from None
     if isinstance(decoded, dict) and "kind" not in decoded and len(binding.accepted_kinds) == 1:
         decoded = {"kind": binding.accepted_kinds[0], **decoded}
     return decoded
@@ -101,7 +103,7 @@ def read_regular_file(path: Path, limit: int, *, what: str, name: str) -> bytes:
     try:
         return read_bounded(path, limit, name=name, allowed=f"the slot allows {limit}")
     except FileRefused as exc:
-        raise ReferenceError_(f"{what}: {exc}") from None
+        raise InvalidReferenceError(f"{what}: {exc}") from None
 
 
 def prepare_file(binding: ResolvedBinding) -> tuple[PreparedReference, list[RunWarning]]:
@@ -112,12 +114,12 @@ def prepare_file(binding: ResolvedBinding) -> tuple[PreparedReference, list[RunW
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ReferenceError_(
+        raise InvalidReferenceError(
             f"{_where(binding)}: file {name!r} is not UTF-8 (byte {exc.start})"
         ) from None
     media_type = media_type_for(name)
     if binding.accepted_media_types and media_type not in binding.accepted_media_types:
-        raise ReferenceError_(
+        raise InvalidReferenceError(
             f"{_where(binding)}: file {name!r} has media type {media_type!r};"
             f" the slot accepts {list(binding.accepted_media_types)}"
         )
@@ -172,7 +174,7 @@ def prepare_generated(
     binding: ResolvedBinding, payload: Mapping[str, Any] | None
 ) -> PreparedReference:
     if payload is None:
-        raise ReferenceError_(
+        raise InvalidReferenceError(
             f"{_where(binding)}: lane {binding.lane!r} produced no accepted "
             "artifact, so this lane cannot run"
         )

@@ -27,7 +27,7 @@ from pydantic import Field
 
 from notarius_dagster.engine.checkpoints import CheckpointStore
 from notarius_dagster.engine.chunk_stage import ChunkResult, run_chunk_stage
-from notarius_dagster.engine.errors import NotariusError, ReferenceError_
+from notarius_dagster.engine.errors import InvalidReferenceError, NotariusError
 from notarius_dagster.engine.inputs import parse_transcript
 from notarius_dagster.engine.lane_runner import LaneDeadline, LaneResult, LaneStats, run_lane
 from notarius_dagster.engine.limits import check_budget, estimate_run
@@ -94,11 +94,11 @@ class RunPipeline:
         if not overrides.active():
             return self.pipeline
         if self.resolve is None:
-            raise ReferenceError_("runtime references: this code location cannot apply them")
+            raise InvalidReferenceError("runtime references: this code location cannot apply them")
         try:
             return self.resolve(overrides.bindings(), list(overrides.unbind))
         except NotariusError as exc:
-            raise ReferenceError_(f"runtime references: {exc}") from None
+            raise InvalidReferenceError(f"runtime references: {exc}") from None
 
 
 def file_bindings(pipeline: ResolvedPipeline) -> list[ResolvedBinding]:

@@ -51,12 +51,6 @@ def original_name(store: Path, session_id: str) -> str | None:
     return name[:_MAX_NAME] or None
 
 
-def transcript_name(store: Path, session_id: str) -> str:
-    """The name errors about the session's transcript use: the user's file name when it was
-    recorded, the store copy's name otherwise."""
-    return original_name(store, session_id) or stored_transcript(store, session_id).name
-
-
 def check_same_source(store: Path, session_id: str, name: str) -> None:
     """Refuse registering file `name` under a session id derived from its name when another
     file, by another name, is already registered under it: the two would share one session."""

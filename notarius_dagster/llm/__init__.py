@@ -3,19 +3,16 @@ bundled offline model server and an honest test double.
 
 Importing this package is cheap: litellm (several seconds to import) is loaded only when the
 client, the server helper or the test double is first used, so configuration code can read
-profiles without paying for it. The environment switch below makes litellm use its bundled
-model-cost map instead of fetching one over the network when it is imported."""
+profiles without paying for it. litellm is configured (its bundled model-cost map, no network
+fetch, no prompts in exception texts) in the one module that imports it, `llm/_litellm.py`."""
 
 from __future__ import annotations
 
-import os
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-
-from notarius_dagster.engine.errors import TransientLLMError  # noqa: E402
-from notarius_dagster.llm.profiles import LLMProfile, offline_profile  # noqa: E402
+from notarius_dagster.engine.errors import TransientLLMError
+from notarius_dagster.llm.profiles import LLMProfile, offline_profile
 
 if TYPE_CHECKING:
     from notarius_dagster.llm.client import LiteLLMClient

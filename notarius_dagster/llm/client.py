@@ -28,6 +28,7 @@ from jsonschema import Draft202012Validator
 from notarius_dagster.engine.errors import LLMError, NotariusError
 from notarius_dagster.engine.errors import TransientLLMError as TransientLLMError  # re-export
 from notarius_dagster.engine.llm_contract import (
+    LLMUsage,
     StructuredRequest,
     StructuredResponse,
     StructuredRung,
@@ -57,35 +58,11 @@ MAX_BACKOFF_S = 30.0
 
 @dataclass(frozen=True)
 class _Answer:
-    """What one successful completion call contributed."""
+    """What one successful completion call gave: the answer and its usage."""
 
     content: str | None
     truncated: bool
-    prompt_tokens: int
-    completion_tokens: int
-    cached_prompt_tokens: int
-    cost_usd: float | None
-
-
-@dataclass
-class _Tally:
-    """Running totals over the calls of one structured request."""
-
-    calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cached_prompt_tokens: int = 0
-    cost_usd: float | None = 0.0
-
-    def add(self, answer: _Answer) -> None:
-        self.calls += 1
-        self.prompt_tokens += answer.prompt_tokens
-        self.completion_tokens += answer.completion_tokens
-        self.cached_prompt_tokens += answer.cached_prompt_tokens
-        if self.cost_usd is None or answer.cost_usd is None:
-            self.cost_usd = None
-        else:
-            self.cost_usd += answer.cost_usd
+    usage: LLMUsage
 
 
 @dataclass
@@ -125,8 +102,10 @@ class LiteLLMClient:
     """Answers `StructuredRequest`s with the model of one `LLMProfile`.
 
     `api_base_override` points the client at an endpoint known only at run time (the port of
-    the offline server this run started). A profile that names an API key variable must find it
-    set when the client is built: a missing key is reported, never replaced by another model.
+    the offline server this run started). `api_key` is the value of the profile's `api_key_env`
+    variable, read by the caller when it builds the client (`settings.py: api_key`); a profile
+    that names a variable must find it set: a missing key is reported, never replaced by
+    another model.
     `retry_backoff_s` is the first pause between transient retries (tests pass 0); `sleep` is
     how the client waits (tests pass a recorder)."""
 
@@ -134,11 +113,13 @@ class LiteLLMClient:
         self,
         profile: LLMProfile,
         *,
+        api_key: str | None = None,
         api_base_override: str | None = None,
         retry_backoff_s: float = 1.0,
         sleep: Callable[[float], None] | None = None,
     ) -> None:
-        check_ready(profile)  # fail fast, before any request is built: key, package
+        check_ready(profile, api_key)  # fail fast, before any request is built: key, package
+        self._api_key = profile.resolve_api_key(api_key)
         if profile.model.startswith("notarius-double/"):
             # The test-double provider lives in litellm's registry only once registered; a run
             # process launched by the daemon has imported nothing else that would do it.
@@ -197,11 +178,10 @@ class LiteLLMClient:
                 self._refusals.add(request.lane, rung)
                 step_down = step_down or _StepDown(rung, refusal.reason)
                 rung = lower
-        tally = _Tally()
-        tally.add(answer)
+        usage = answer.usage
         data, errors = self._check(answer, rung, validator, schema)
         if not errors:
-            return self._response(data, rung, errors, tally, step_down)
+            return self._response(data, rung, errors, usage, step_down)
 
         messages = [
             *messages,
@@ -212,9 +192,9 @@ class LiteLLMClient:
             answer = self._complete(messages, rung, request)
         except _Refused as refusal:  # refused on the re-ask only: not a schema problem
             raise refusal.error from None
-        tally.add(answer)
+        usage = usage + answer.usage
         data, errors = self._check(answer, rung, validator, schema)
-        return self._response(data, "reask", errors, tally, step_down)
+        return self._response(data, "reask", errors, usage, step_down)
 
     def _check(
         self,
@@ -263,7 +243,7 @@ class LiteLLMClient:
         data: dict[str, Any] | None,
         rung: StructuredRung,
         errors: tuple[str, ...],
-        tally: _Tally,
+        usage: LLMUsage,
         step_down: _StepDown | None,
     ) -> StructuredResponse:
         return StructuredResponse(
@@ -271,11 +251,7 @@ class LiteLLMClient:
             rung=rung,
             valid=not errors,
             errors=errors,
-            calls=tally.calls,
-            prompt_tokens=tally.prompt_tokens,
-            completion_tokens=tally.completion_tokens,
-            cached_prompt_tokens=tally.cached_prompt_tokens,
-            cost_usd=tally.cost_usd,
+            usage=usage.answered(rung, step_down.rung if step_down else None),
             model=self._profile.model,
             stepped_down_from=step_down.rung if step_down else None,
             stepdown_reason=step_down.reason if step_down else None,
@@ -317,9 +293,8 @@ class LiteLLMClient:
         kwargs.update(profile.params)
         if self._api_base is not None:
             kwargs["api_base"] = self._api_base
-        api_key = profile.resolve_api_key()
-        if api_key is not None:
-            kwargs["api_key"] = api_key
+        if self._api_key is not None:
+            kwargs["api_key"] = self._api_key
         return kwargs
 
     def _complete(
@@ -439,10 +414,12 @@ def _answer_of(response: Any) -> _Answer:
     return _Answer(
         content=cast("str | None", choice.message.content),
         truncated=getattr(choice, "finish_reason", None) == "length",
-        prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
-        completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
-        cached_prompt_tokens=int(getattr(details, "cached_tokens", 0) or 0),
-        cost_usd=_cost_of(response),
+        usage=LLMUsage.of_call(
+            prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+            completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+            cached_prompt_tokens=int(getattr(details, "cached_tokens", 0) or 0),
+            cost_usd=_cost_of(response),
+        ),
     )
 
 

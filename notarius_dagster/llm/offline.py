@@ -19,7 +19,6 @@ import atexit
 import contextlib
 import importlib.util
 import multiprocessing
-import os
 import shutil
 import socket
 import subprocess
@@ -196,9 +195,6 @@ class OfflineModelServer:
         self._port = None
 
 
-SERVER_ENV = "NOTARIUS_OFFLINE_API_BASE"
-"""`<context tokens> <api base>` of a server started for the whole run (run/runner.py)."""
-
 _SHARED: dict[int, OfflineModelServer] = {}
 _SHARED_LOCK = threading.Lock()
 
@@ -224,31 +220,34 @@ def stop_shared_servers() -> None:
         _SHARED.clear()
 
 
-def export_shared_server(profile: LLMProfile) -> None:
-    """Start (or reuse) this process's server for `profile` and name it in the environment,
-    so step processes forked from here afterwards use it instead of loading the model again."""
+def shared_server_address(profile: LLMProfile) -> str | None:
+    """Start (or reuse) this process's server for `profile` and return its address,
+    `<context tokens> <api base>`, for the processes of the run to adopt (the runner exports
+    it as NOTARIUS_OFFLINE_API_BASE, notarius_dagster/settings.py); None for a profile that
+    does not use the bundled model."""
     if profile.server != "llama-cpp":
-        return
+        return None
     server = shared_server(profile.context_tokens)
-    os.environ[SERVER_ENV] = f"{profile.context_tokens} {server.api_base}"
+    return f"{profile.context_tokens} {server.api_base}"
 
 
-def _exported_base(profile: LLMProfile) -> str | None:
-    tokens, _, base = os.environ.get(SERVER_ENV, "").partition(" ")
+def _exported_base(profile: LLMProfile, address: str | None) -> str | None:
+    tokens, _, base = (address or "").partition(" ")
     return base if base and tokens == str(profile.context_tokens) else None
 
 
 @contextlib.contextmanager
-def ensure_server(profile: LLMProfile) -> Iterator[str | None]:
+def ensure_server(profile: LLMProfile, exported: str | None = None) -> Iterator[str | None]:
     """Yield the api_base a client for `profile` should use: for `server: llama-cpp` the run's
-    server, this process's server, or (in a step process of its own) a fresh one; the
-    profile's own `api_base` otherwise."""
+    server (`exported`: the address `shared_server_address` gave, as the run handed it down),
+    this process's server, or (in a step process of its own) a fresh one; the profile's own
+    `api_base` otherwise."""
     if profile.server != "llama-cpp":
         yield profile.api_base
         return
-    exported = _exported_base(profile)
-    if exported is not None:
-        yield exported
+    run_base = _exported_base(profile, exported)
+    if run_base is not None:
+        yield run_base
     elif multiprocessing.parent_process() is None:
         yield shared_server(profile.context_tokens).api_base
     else:

@@ -36,11 +36,12 @@ _NEEDS_NO_KEY = frozenset({"ollama", "ollama_chat", "hosted_vllm", "lm_studio", 
 """Local servers: they take no key (a profile may still name one)."""
 
 
-def readiness_problems(profile: LLMProfile) -> list[str]:
-    """What stops this profile's model from being called, one sentence each (empty: ready)."""
+def readiness_problems(profile: LLMProfile, api_key: str | None) -> list[str]:
+    """What stops this profile's model from being called, one sentence each (empty: ready).
+    `api_key` is the value of the profile's `api_key_env` variable (settings.py: api_key)."""
     problems: list[str] = []
     try:
-        profile.resolve_api_key()
+        profile.resolve_api_key(api_key)
     except LLMUnavailableError as exc:
         problems.append(str(exc))
     provider = _prefix(profile.model)
@@ -61,9 +62,9 @@ def readiness_problems(profile: LLMProfile) -> list[str]:
     return problems
 
 
-def check_ready(profile: LLMProfile) -> None:
+def check_ready(profile: LLMProfile, api_key: str | None) -> None:
     """Raise `LLMUnavailableError` naming every problem `readiness_problems` finds."""
-    problems = readiness_problems(profile)
+    problems = readiness_problems(profile, api_key)
     if problems:
         raise LLMUnavailableError("; ".join(problems))
 
@@ -114,15 +115,19 @@ PING_SCHEMA = {
 }
 
 
-def ping(profile: LLMProfile, *, api_base_override: str | None = None) -> PingResult:
+def ping(
+    profile: LLMProfile, *, api_key: str | None, api_base_override: str | None = None
+) -> PingResult:
     """One tiny structured call through the real client path (the rung the profile would
     use). Raises the client's `LLMError` (content-safe, naming the profile and model) when the
     model cannot be reached."""
     from notarius_dagster.llm.client import LiteLLMClient
 
-    check_ready(profile)
+    check_ready(profile, api_key)
     client = LiteLLMClient(
-        profile.model_copy(update={"max_tokens": 16}), api_base_override=api_base_override
+        profile.model_copy(update={"max_tokens": 16}),
+        api_key=api_key,
+        api_base_override=api_base_override,
     )
     started = time.monotonic()
     response = client.complete_structured(
@@ -138,7 +143,7 @@ def ping(profile: LLMProfile, *, api_base_override: str | None = None) -> PingRe
         model=profile.model,
         rung=response.rung,
         seconds=round(time.monotonic() - started, 3),
-        prompt_tokens=response.prompt_tokens,
-        completion_tokens=response.completion_tokens,
-        cost_usd=response.cost_usd,
+        prompt_tokens=response.usage.prompt_tokens,
+        completion_tokens=response.usage.completion_tokens,
+        cost_usd=response.usage.priced_cost_usd,
     )

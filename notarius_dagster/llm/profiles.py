@@ -10,7 +10,6 @@ The built-in profiles are defined here and nowhere else. The engine never import
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -140,13 +139,15 @@ class LLMProfile(Frozen):
             material["params"] = self.params
         return digest_of(material)
 
-    def resolve_api_key(self) -> str | None:
-        """The key to send, read from the environment at the time of the call.
+    def resolve_api_key(self, value: str | None) -> str | None:
+        """The key to send, given `value`: what the variable `api_key_env` holds, read by the
+        caller from the environment (`notarius_dagster/settings.py: api_key`) when the client
+        is built.
 
         A named variable that is missing or empty is an error: the chosen tier cannot be used,
         and silently falling back to another model would make results unreproducible."""
         if self.api_key_env is not None:
-            value = os.environ.get(self.api_key_env, "").strip()
+            value = (value or "").strip()
             if not value:
                 raise LLMUnavailableError(
                     f"LLM profile {self.name!r} needs the environment variable "

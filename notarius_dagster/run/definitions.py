@@ -29,7 +29,7 @@ from notarius_dagster.engine.session_steps import RunPipeline
 from notarius_dagster.modules import load_modules
 from notarius_dagster.progress import progress_logger
 from notarius_dagster.run.step_processes import PRELOAD_MODULES
-from notarius_dagster.settings import Settings, load_settings
+from notarius_dagster.settings import Settings, api_key, load_settings
 from resources.bundle_store import BundleStore
 from resources.io_managers import JsonAssetIOManager
 from resources.llm import llm_resource
@@ -54,7 +54,8 @@ def llm_not_ready(profile: dict[str, Any]) -> str | None:
     from notarius_dagster.llm.preflight import readiness_problems
     from notarius_dagster.llm.profiles import LLMProfile
 
-    problems = readiness_problems(LLMProfile.model_validate(profile))
+    llm = LLMProfile.model_validate(profile)
+    problems = readiness_problems(llm, api_key(llm.api_key_env))
     return "; ".join(problems) if problems else None
 
 

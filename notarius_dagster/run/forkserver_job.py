@@ -6,16 +6,15 @@ variable is set only while the forkserver starts), it does nothing."""
 from __future__ import annotations
 
 import json
-import os
 
 from notarius_dagster.run.runner import session_job
-from notarius_dagster.run.step_processes import STEP_JOB_ENV
+from notarius_dagster.settings import load_settings
 
 
 def build_announced_job() -> None:
     """A job that fails to build is left to the step process, which builds it again and reports
     the error the usual way."""
-    raw = os.environ.get(STEP_JOB_ENV)
+    raw = load_settings().step_job
     if not raw:
         return
     try:

@@ -8,7 +8,7 @@ errors; they are checked by that code before the partition is added, so a bad on
 without leaving a failed run behind.
 
 `only_stale` (what `notarius run` asks) runs only the assets that are not up to date
-(notarius_dagster/staleness.py): an unchanged re-run launches no run at all. `parallel` runs
+(assets/staleness.py): an unchanged re-run launches no run at all. `parallel` runs
 the job with the code location's multiprocess executor (independent lanes at the same time,
 each step a fork of a preloaded forkserver) through `execute_job`; it needs a persistent
 instance, so with an ephemeral one the run stays in process."""
@@ -43,8 +43,13 @@ from notarius_dagster.engine.resolution import RuntimeBinding
 from notarius_dagster.engine.session_steps import RuntimeOverrides
 from notarius_dagster.run.step_processes import start_forkserver, step_job_arguments
 from notarius_dagster.run_guard import cli_run_tags
-from notarius_dagster.settings import Settings
-from notarius_dagster.store import store_paths
+from notarius_dagster.settings import (
+    OFFLINE_SERVER_ENV,
+    Settings,
+    api_key,
+    load_settings,
+    store_paths,
+)
 
 
 @dataclass(frozen=True)
@@ -74,22 +79,6 @@ def run_settings(
     )
 
 
-def build_run_definitions(
-    *,
-    profile: Path,
-    data_root: Path | None = None,
-    bundles_root: Path | None = None,
-    llm_profile: str | None = None,
-    lanes: Sequence[str] | None = None,
-) -> Definitions:
-    from notarius_dagster.run.definitions import build_definitions
-
-    settings = run_settings(
-        profile=profile, data_root=data_root, bundles_root=bundles_root, llm_profile=llm_profile
-    )
-    return build_definitions(settings, lanes=lanes)
-
-
 _JOBS: dict[str, tuple[str, JobDefinition]] = {}
 """Session jobs built in this process, by their arguments, with the digest of the pipeline each
 was built from. A step process is a fork of a forkserver that built its run's job
@@ -111,7 +100,7 @@ def session_job(
     resolved (`pipeline_digest`); a profile edited since is built afresh.
 
     `offline_server` is the run's offline model server as the run process exported it (the
-    value of the offline module's SERVER_ENV). A step process is forked from a forkserver that
+    value of NOTARIUS_OFFLINE_API_BASE). A step process is forked from a forkserver that
     `notarius run` started before that server existed, so it does not inherit the variable;
     this is the first code of the run every step process executes, so it adopts it here and
     its lane uses that server instead of loading the model again."""
@@ -136,14 +125,12 @@ def session_job(
 
 
 def adopt_offline_server(address: str | None) -> None:
-    """Use the offline model server `address` names (the offline module's SERVER_ENV value,
+    """Use the offline model server `address` names (the NOTARIUS_OFFLINE_API_BASE value,
     exported by the process that started it) in this process, so a lane here does not load
     the model again. For processes forked from a forkserver that started before the server
     did: they do not inherit the variable. None: nothing to adopt."""
     if address:
-        from notarius_dagster.llm.offline import SERVER_ENV
-
-        os.environ[SERVER_ENV] = address
+        os.environ[OFFLINE_SERVER_ENV] = address  # handed down: read by `settings.py`
 
 
 def offline_server_for(
@@ -155,7 +142,7 @@ def offline_server_for(
     bundled model, does not resolve (each session's run reports why) or the server cannot
     start (the lanes fail with the reason, as always)."""
     from notarius_dagster.engine.errors import NotariusError
-    from notarius_dagster.llm.offline import SERVER_ENV, export_shared_server
+    from notarius_dagster.llm.offline import shared_server_address
     from notarius_dagster.llm.profiles import LLMProfile
     from notarius_dagster.run.definitions import run_pipeline
 
@@ -169,10 +156,11 @@ def offline_server_for(
     if llm.server != "llama-cpp":
         return None
     try:
-        export_shared_server(llm)
+        address = shared_server_address(llm)
     except LLMUnavailableError:
         return None
-    return os.environ.get(SERVER_ENV)
+    adopt_offline_server(address)
+    return address
 
 
 def _job_key(
@@ -228,7 +216,8 @@ def run_session(
     from notarius_dagster.llm.preflight import check_ready
     from notarius_dagster.llm.profiles import LLMProfile
 
-    check_ready(LLMProfile.model_validate(plan.pipeline.llm_profile))
+    llm = LLMProfile.model_validate(plan.pipeline.llm_profile)
+    check_ready(llm, api_key(llm.api_key_env))
     overrides = RuntimeOverrides(
         references={b.selector: b.path for b in runtime_references},
         unbind=tuple(runtime_unbinds),
@@ -261,16 +250,15 @@ def run_session(
         if staleness.up_to_date:
             selection = list(staleness.stale)
     if parallel and not instance.is_ephemeral:
-        from notarius_dagster.llm.offline import SERVER_ENV, export_shared_server
-        from notarius_dagster.llm.profiles import LLMProfile
+        from notarius_dagster.llm.offline import shared_server_address
 
         # The offline model loads once, here, for every step process of this run (and of
         # later runs of this process), not once per lane step.
         with contextlib.suppress(LLMUnavailableError):  # the lanes fail with it, as always
-            export_shared_server(LLMProfile.model_validate(plan.pipeline.llm_profile))
+            adopt_offline_server(shared_server_address(llm))
         job_arguments["pipeline_digest"] = plan.pipeline.digest
         # Step processes adopt it from their job's arguments (see `session_job`).
-        job_arguments["offline_server"] = os.environ.get(SERVER_ENV)
+        job_arguments["offline_server"] = load_settings().offline_server
         _remember_job(job_arguments, defs.resolve_job_def(SESSION_JOB_NAME))
         result: Any = execute_job(
             build_reconstructable_job(
@@ -311,8 +299,8 @@ def _staleness(
 ) -> Any:
     from assets.factory import external_inputs_digest
     from assets.graph_style import SESSION_GROUPS
+    from assets.staleness import session_staleness
     from notarius_dagster.llm.profiles import LLMProfile
-    from notarius_dagster.staleness import session_staleness
 
     llm_fingerprint = LLMProfile.model_validate(plan.pipeline.llm_profile).fingerprint()
     inputs = external_inputs_digest(

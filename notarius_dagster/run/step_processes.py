@@ -25,10 +25,8 @@ from multiprocessing import forkserver
 from pathlib import Path
 from typing import Any
 
+from notarius_dagster.settings import STEP_JOB_ENV
 from notarius_dagster.store import StorePaths
-
-STEP_JOB_ENV = "NOTARIUS_STEP_JOB"
-"""The session job's arguments (JSON), set by the run before it starts the forkserver."""
 
 # The instance's storage: the embedded SQLite one, and PostgreSQL when dagster-postgres is
 # installed (a deployment's instance may use it; an unused import costs the forkserver only).
