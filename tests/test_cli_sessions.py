@@ -78,6 +78,8 @@ def two_sessions(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def env(two_sessions: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("DAGSTER_HOME", str(two_sessions / "home"))
     monkeypatch.setenv("NOTARIUS_DATA", str(two_sessions / "data"))
+    monkeypatch.setenv("NOTARIUS_LLM_PROFILE", "test-double")  # what the sessions ran with
+    monkeypatch.delenv("NOTARIUS_PROFILE", raising=False)  # configs/offline.yaml, as they did
     monkeypatch.delenv("NOTARIUS_BUNDLES", raising=False)
     return two_sessions
 
@@ -95,7 +97,26 @@ def test_list_reports_last_run_bundle_time_and_publication(
         "last_run": None,
         "bundle_materialized_at": None,
         "bundle_published": False,
+        "stale": [],
     }
+    assert alpha["stale"] == []  # materialized under the current code
+
+
+def test_list_names_the_assets_a_prompt_edit_made_stale(
+    env: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from notarius_dagster.dnd.npcs.lane import LANE as NPCS
+    from tests import lane_doubles
+
+    prompt = env / "npcs-prompt.md"
+    prompt.write_text(NPCS.prompt.read_text() + "\nPrefer full names.\n")
+    lane_doubles.use_prompt(monkeypatch, NPCS.kind, prompt)
+    rows = sessions_json(capsys)
+    assert rows["alpha"]["stale"] == ["npcs"] and rows["beta"]["stale"] == ["npcs"]
+    assert rows["gamma"]["stale"] == []  # never materialized: missing, not stale
+    assert main(["sessions", "list"]) == 0
+    out = capsys.readouterr().out
+    assert "stale (code changed)" in out and "backfill --stale --dry-run" in out
 
 
 def test_list_prints_a_table_by_default(env: Path, capsys: pytest.CaptureFixture[str]) -> None:

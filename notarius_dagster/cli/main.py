@@ -358,6 +358,9 @@ def cmd_sessions_list(args: argparse.Namespace) -> int:
     fail_orphaned_cli_runs(instance)  # a killed `notarius run` must not look in progress
     with instance:
         rows = session_rows(instance, store_paths(data=args.data, bundles=args.bundles))
+        stale, why_unknown = _stale_assets(instance)
+    for row in rows:  # null: unknown (the profile does not build; said below the table)
+        row["stale"] = None if stale is None else stale.get(row["session_id"], [])
     if args.json:
         print(json.dumps(rows, indent=2))
         return EXIT_OK
@@ -369,7 +372,13 @@ def cmd_sessions_list(args: argparse.Namespace) -> int:
         console.print("no sessions yet: drop a transcript into the inbox or use `notarius run`")
         return EXIT_OK
     table = Table(
-        "session", "last run", "run id", "run at (UTC)", "bundle materialized (UTC)", "published"
+        "session",
+        "last run",
+        "run id",
+        "run at (UTC)",
+        "bundle materialized (UTC)",
+        "published",
+        "stale (code changed)",
     )
     for row in rows:
         run = row["last_run"] or {}
@@ -380,9 +389,34 @@ def cmd_sessions_list(args: argparse.Namespace) -> int:
             run.get("at") or "-",
             row["bundle_materialized_at"] or "-",
             "yes" if row["bundle_published"] else "no",
+            "?" if row["stale"] is None else (", ".join(row["stale"]) or "up to date"),
         )
     console.print(table)
+    if why_unknown:
+        console.print(f"stale: unknown ({why_unknown})", markup=False)
+    elif any(row["stale"] for row in rows):
+        console.print("`notarius backfill --stale --dry-run` shows what re-running them costs")
     return EXIT_OK
+
+
+def _stale_assets(instance: Any) -> tuple[dict[str, list[str]] | None, str | None]:
+    """Per session, the assets whose code version changed since they were materialized under
+    the profile the code location is built from (NOTARIUS_PROFILE), as `backfill --stale` sees
+    them; or None and why, when that profile does not build."""
+    from assets.staleness import find_stale
+    from notarius_dagster.engine.errors import NotariusError
+    from notarius_dagster.run.definitions import build_definitions
+    from notarius_dagster.settings import load_settings
+
+    try:
+        defs = build_definitions(load_settings())
+    except NotariusError as exc:
+        return None, str(exc)
+    plan = find_stale(instance, defs.resolve_all_asset_specs())
+    return {
+        session: sorted(key.to_user_string() for key in keys)
+        for session, keys in plan.changed.items()
+    }, None
 
 
 def _session_id(given: str | None, *, transcript: Path | None = None) -> str:
