@@ -68,6 +68,7 @@ def run_npcs(
         session_id="s1",
         llm_fingerprint="test",
         max_concurrency=client.profile.max_concurrency,
+        registry=registry(),
     )
 
 

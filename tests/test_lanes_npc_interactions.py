@@ -39,11 +39,11 @@ NPCS = npc_artifact(
 def test_the_npcs_reference_is_required_at_resolution() -> None:
     data: dict[str, Any] = yaml.safe_load(COMPLETE_PROFILE.read_text())
     lane = next(x for x in data["pipeline"]["lanes"] if x["id"] == "npc-interactions")
-    del lane["extract"]["references"]
+    del lane["references"]
     profile = parse_profile(data, profile_name="p.yaml")
     with pytest.raises(ProfileError) as info:
         resolve_pipeline(profile, profile_name="p.yaml", base_dir=REPO_ROOT, registry=registry())
-    assert info.value.key_path.endswith(".extract.references.npcs")
+    assert info.value.key_path.endswith("].references.npcs")
 
 
 def test_the_prompt_lists_known_npc_names_only() -> None:

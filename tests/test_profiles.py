@@ -252,3 +252,36 @@ def test_bad_chunker_option_is_refused_at_resolution() -> None:
     data["pipeline"]["chunk"] = {"module": "generic", "options": {"max_units": 0}}
     err = error_of(data)
     assert err.key_path == "pipeline.chunk.options.max_units" and "greater than" in str(err)
+
+
+def test_the_profile_shown_in_the_configuration_docs_resolves() -> None:
+    """docs/configuration.md, "The profile file": the example a newcomer copies is a profile
+    that resolves (lanes by id, a lane reference, the chunker's options)."""
+    doc = (REPO / "docs" / "configuration.md").read_text()
+    section = doc.split("## The profile file", 1)[1]
+    example = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    resolved = resolve(yaml.safe_load(example))
+    assert resolved.lane_ids() == ["npcs", "spells"]
+    spells = resolved.lane("spells")
+    assert spells.depends_on == ("npcs",) and spells.extract.retries == 1
+    assert resolved.chunk.options == {"max_units": 25, "max_chars": 2500, "overlap_units": 0}
+
+
+def test_validate_prints_the_new_form_for_a_profile_of_module_triples(tmp_path: Path) -> None:
+    from tests.test_cli_run import notarius
+
+    old = tmp_path / "old.yaml"
+    data = base()
+    data["pipeline"]["lanes"] = [
+        {
+            "id": "spells",
+            "extract": {"module": "dnd.spells.extract", "retries": 1},
+            "merge": {"module": "dnd.spells.merge"},
+            "normalize": {"module": "dnd.spells.normalize"},
+        }
+    ]
+    old.write_text(yaml.safe_dump(data))
+    done = notarius(tmp_path, "validate", str(old))
+    assert done.returncode == 1
+    assert "profile 'old.yaml': pipeline.lanes[0]: lanes are named by id" in done.stderr
+    assert "- {id: spells, retries: 1, references: {npcs: npcs}}" in done.stderr

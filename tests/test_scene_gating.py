@@ -124,10 +124,10 @@ def test_exact_combat_match_keeps_the_combat_llm_path(
 
 def test_unbound_scene_reference_is_rejected_during_resolution() -> None:
     data = _complete_profile_data()
-    del data["pipeline"]["lanes"][2]["extract"]["references"]["scene_descriptions"]
+    del data["pipeline"]["lanes"][2]["references"]["scene_descriptions"]
     with pytest.raises(ProfileError) as info:
         _resolve(data)
-    assert info.value.key_path == "pipeline.lanes[2].extract.references.scene_descriptions"
+    assert info.value.key_path == "pipeline.lanes[2].references.scene_descriptions"
     assert "required" in info.value.problem
 
 
@@ -306,6 +306,7 @@ def test_an_unprepared_scene_reference_fails_the_lane_instead_of_counting_as_unb
             client=client,
             session_id="s1",
             llm_fingerprint="fp",
+            registry=registry(),
         )
     assert client.calls == 0
 
