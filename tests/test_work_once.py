@@ -36,9 +36,7 @@ def test_the_client_compiles_a_schema_once_and_refuses_a_bad_one_every_time() ->
 
 def test_schema_problems_compiles_one_validator_per_kind(monkeypatch: pytest.MonkeyPatch) -> None:
     from notarius_dagster.engine import validators
-    from notarius_dagster.modules import load_modules
 
-    load_modules()
     kind = registry().kind("dnd/npc-list")
     validators._schema_validator.cache_clear()
     payload = {"kind": "dnd/npc-list", "schema_version": "v1", "source_id": "s", "npcs": []}
