@@ -56,6 +56,7 @@ from notarius_dagster.campaign.store import (
     read_index,
 )
 from notarius_dagster.dnd.roster import ROSTER_SLOT
+from notarius_dagster.engine.registry import LaneRegistry
 from notarius_dagster.engine.resolution import ResolvedPipeline
 from resources.bundle_store import BundleStore
 
@@ -161,7 +162,7 @@ def codex_decision(
 
 
 def build_campaign_assets(
-    pipeline: ResolvedPipeline, bundles_root: Path | None = None
+    pipeline: ResolvedPipeline, registry: LaneRegistry, bundles_root: Path | None = None
 ) -> tuple[list[AssetsDefinition], list[SensorDefinition]]:
     """The codex asset and its sensor, or nothing when the profile binds no roster.
     `bundles_root` lets the sensor also notice deleted sessions."""
@@ -184,7 +185,7 @@ def build_campaign_assets(
         started = time.perf_counter()
         try:
             roster = load_roster(roster_file)
-            published = publish_codex(store.bundles, roster)
+            published = publish_codex(store.bundles, roster, registry)
         except CodexError as exc:
             raise Failure(description=f"{CODEX_ASSET}: {exc}") from None
         codex = published.codex

@@ -39,13 +39,14 @@ from dagster import (
 
 from assets.factory import asset_name
 from assets.partitions import sessions_partitions
-from notarius_dagster.engine.artifact_kinds import get_kind
+from notarius_dagster.engine.artifact_kinds import ArtifactKind
 from notarius_dagster.engine.bundle_check import check_published_bundle
 from notarius_dagster.engine.config import PublishConfig
 from notarius_dagster.engine.errors import NotariusError
 from notarius_dagster.engine.lane_runner import LaneResult
 from notarius_dagster.engine.models import SourceDocument
 from notarius_dagster.engine.publish_policy import POLICY_KEY, below_policy
+from notarius_dagster.engine.registry import LaneRegistry
 from notarius_dagster.engine.resolution import ResolvedLane, ResolvedPipeline
 from notarius_dagster.engine.validators import ref_problems, schema_problems
 from notarius_dagster.settings import MAX_REJECTION_RATE_ENV, load_settings
@@ -102,7 +103,7 @@ def _nothing_accepted(
     )
 
 
-def schema_result(lane_key: AssetKey, result: LaneResult) -> AssetCheckResult:
+def schema_result(lane_key: AssetKey, result: LaneResult, kind: ArtifactKind) -> AssetCheckResult:
     if result.payload is None:
         return _nothing_accepted(
             lane_key,
@@ -110,7 +111,7 @@ def schema_result(lane_key: AssetKey, result: LaneResult) -> AssetCheckResult:
             "no accepted payload to validate (see rejection_rate)",
             {"kind": result.kind},
         )
-    problems = schema_problems(get_kind(result.kind), result.payload)
+    problems = schema_problems(kind, result.payload)
     return AssetCheckResult(
         asset_key=lane_key,
         check_name="schema_valid",
@@ -123,13 +124,12 @@ def schema_result(lane_key: AssetKey, result: LaneResult) -> AssetCheckResult:
 
 
 def refs_result(
-    lane_key: AssetKey, result: LaneResult, document: SourceDocument
+    lane_key: AssetKey, result: LaneResult, document: SourceDocument, kind: ArtifactKind
 ) -> AssetCheckResult:
     if result.payload is None:
         return _nothing_accepted(
             lane_key, "source_refs_in_document", "no accepted payload to check", {"references": 0}
         )
-    kind = get_kind(result.kind)
     try:
         refs = kind.source_refs(result.payload)
     except ValueError as exc:  # pydantic ValidationError: the schema check says where
@@ -203,7 +203,10 @@ def policy_result(
 
 
 def build_lane_checks(
-    lane: ResolvedLane, threshold: float, policy: PublishConfig | None = None
+    lane: ResolvedLane,
+    threshold: float,
+    kind: ArtifactKind,
+    policy: PublishConfig | None = None,
 ) -> AssetChecksDefinition:
     """The lane's checks; with a blocking `policy` (`policy.blocking_checks`) the rejection
     check is the publish policy and blocks downstream assets."""
@@ -251,8 +254,8 @@ def build_lane_checks(
         lane_result: LaneResult,
         source_document: SourceDocument,
     ) -> Iterator[AssetCheckResult]:
-        yield schema_result(key, lane_result)
-        yield refs_result(key, lane_result, source_document)
+        yield schema_result(key, lane_result, kind)
+        yield refs_result(key, lane_result, source_document, kind)
         if policy is not None and blocking:
             yield policy_result(key, lane_result, policy)
         else:
@@ -296,11 +299,16 @@ def build_bundle_check() -> AssetChecksDefinition:
     return bundle_checks
 
 
-def build_asset_checks(pipeline: ResolvedPipeline) -> list[AssetChecksDefinition]:
+def build_asset_checks(
+    pipeline: ResolvedPipeline, registry: LaneRegistry
+) -> list[AssetChecksDefinition]:
     threshold = max_rejection_rate()
     with warnings.catch_warnings():
         # Partitioned checks are a preview feature in Dagster 1.13 (see the module docstring).
         warnings.simplefilter("ignore", PreviewWarning)
-        checks = [build_lane_checks(lane, threshold, pipeline.publish) for lane in pipeline.lanes]
+        checks = [
+            build_lane_checks(lane, threshold, registry.kind(lane.kind), pipeline.publish)
+            for lane in pipeline.lanes
+        ]
         checks.append(build_bundle_check())
     return checks

@@ -4,26 +4,29 @@ stale in every session partition (in the spirit of hooli's dbt_code_version)."""
 
 from __future__ import annotations
 
-from notarius_dagster.engine.artifact_kinds import get_kind
-from notarius_dagster.engine.catalog import CATALOG
 from notarius_dagster.engine.digest import digest_of
+from notarius_dagster.engine.lanes import LaneSpec
 from notarius_dagster.engine.resolution import ResolvedLane, ResolvedPipeline, ResolvedStage
 
 
-def _stage_material(stage: ResolvedStage) -> dict[str, object]:
-    return {
-        "stage": stage.model_dump(mode="json"),
-        "material": CATALOG.fingerprint_material(stage.stage, stage.module, stage.options),
-    }
+def _stage_material(stage: ResolvedStage, material: object = None) -> dict[str, object]:
+    """The stage as resolved, and what else determines its output: an extractor's own material
+    (`Extractor.fingerprint_material`: its prompt and answer schema); nothing for the other
+    stages, whose output is a function of their inputs."""
+    return {"stage": stage.model_dump(mode="json"), "material": material or {}}
 
 
-def lane_code_version(lane: ResolvedLane) -> str:
-    kind = get_kind(lane.kind)
+def lane_code_version(lane: ResolvedLane, spec: LaneSpec) -> str:
+    extract = dict(spec.extractor().fingerprint_material())
     digest = digest_of(
         {
             "lane": lane.id,
-            "kind_schema": kind.json_schema(),
-            "stages": [_stage_material(s) for s in lane.stages()],
+            "kind_schema": spec.artifact_kind.json_schema(),
+            "stages": [
+                _stage_material(lane.extract, extract),
+                _stage_material(lane.merge),
+                _stage_material(lane.normalize),
+            ],
         }
     )
     return digest.split(":", 1)[1][:16]

@@ -29,13 +29,16 @@ from notarius_dagster.engine.digest import digest_of
 from notarius_dagster.engine.errors import EvidenceError
 from notarius_dagster.engine.evidence import EvidenceContext, build_evidence_context
 from notarius_dagster.engine.models import SourceDocument
+from notarius_dagster.engine.registry import LaneRegistry
 from notarius_dagster.engine.resolution import ResolvedPipeline
 
 EVIDENCE_ASSET = "evidence_context"
 _CODE_VERSION = "1"
 
 
-def build_evidence_context_asset(pipeline: ResolvedPipeline) -> AssetsDefinition | None:
+def build_evidence_context_asset(
+    pipeline: ResolvedPipeline, registry: LaneRegistry
+) -> AssetsDefinition | None:
     """The asset for this pipeline, or None when evidence publication is not enabled."""
     policy = pipeline.output_options.get("evidence_context")
     if policy is None:
@@ -43,6 +46,7 @@ def build_evidence_context_asset(pipeline: ResolvedPipeline) -> AssetsDefinition
     allowlist: list[str] = list(policy["lanes"])
     window: int = policy["window_units"]
     in_run = [lane.id for lane in pipeline.lanes if lane.id in set(allowlist)]
+    kinds = registry.kinds()
     ins = {"source_document": AssetIn("source_document")}
     ins.update({asset_name(lane_id): AssetIn(asset_name(lane_id)) for lane_id in in_run})
     # The policy is part of the code version: a new window or allowlist makes it stale.
@@ -70,7 +74,7 @@ def build_evidence_context_asset(pipeline: ResolvedPipeline) -> AssetsDefinition
         results = [upstream[asset_name(lane_id)] for lane_id in in_run]
         try:
             evidence = build_evidence_context(
-                document, results, lanes=allowlist, window_units=window
+                document, results, lanes=allowlist, window_units=window, kinds=kinds
             )
         except EvidenceError as exc:
             raise Failure(description=f"{EVIDENCE_ASSET}: {exc}") from None

@@ -59,6 +59,7 @@ from notarius_dagster.engine.inputs import EXTENSION_FORMATS
 from notarius_dagster.engine.lane_runner import LaneDeadline, LaneResult
 from notarius_dagster.engine.models import SourceDocument
 from notarius_dagster.engine.redaction import redact_secrets
+from notarius_dagster.engine.registry import LaneRegistry
 from notarius_dagster.engine.resolution import ResolvedLane, ResolvedPipeline
 from notarius_dagster.engine.session_bundle import publish_session_bundle
 from notarius_dagster.engine.session_steps import (
@@ -372,6 +373,7 @@ def lane_deadline(context: AssetExecutionContext, step_key: str, seconds: float)
 
 
 def build_lane_asset(plan: RunPipeline, lane: ResolvedLane) -> AssetsDefinition:
+    spec = plan.registry.lane(lane.id)
     ins = {"source_document": AssetIn("source_document"), "chunk_map": AssetIn("chunk_map")}
     for dep in lane.depends_on:
         ins[asset_name(dep)] = AssetIn(asset_name(dep))
@@ -380,13 +382,13 @@ def build_lane_asset(plan: RunPipeline, lane: ResolvedLane) -> AssetsDefinition:
         asset_name(lane.id),
         LANES_GROUP,
         ins=ins,
-        code_version=lane_code_version(lane),
+        code_version=lane_code_version(lane, spec),
         pool="llm",
         # Ready lanes start before ready asset checks: a check step must not hold one of the
         # run's step slots while a lane that waits on the model could be running.
         op_tags={"dagster/priority": str(LANE_STEP_PRIORITY)},
         tags={"notarius/lane": lane.id},
-        description=lane_description(lane),
+        description=lane_description(lane, spec),
     )
     def lane_asset(
         context: AssetExecutionContext,
@@ -439,13 +441,18 @@ def build_lane_asset(plan: RunPipeline, lane: ResolvedLane) -> AssetsDefinition:
         except (OSError, MemoryError) as exc:
             raise _fail_unexpected(exc, f"lane {lane.id}") from None
         return Output(
-            result, data_version=lane_data_version(result), metadata=lane_metadata(result)
+            result,
+            data_version=lane_data_version(result),
+            metadata=lane_metadata(result, spec.artifact_kind),
         )
 
     return lane_asset
 
 
-def build_bundle_asset(pipeline: ResolvedPipeline, *, with_evidence: bool) -> AssetsDefinition:
+def build_bundle_asset(
+    pipeline: ResolvedPipeline, registry: LaneRegistry, *, with_evidence: bool
+) -> AssetsDefinition:
+    kinds = registry.kinds()
     ins = {"source_document": AssetIn("source_document"), "chunk_map": AssetIn("chunk_map")}
     for lane in pipeline.lanes:
         ins[asset_name(lane.id)] = AssetIn(asset_name(lane.id))
@@ -478,6 +485,7 @@ def build_bundle_asset(pipeline: ResolvedPipeline, *, with_evidence: bool) -> As
                 evidence=upstream.get("evidence_context"),
                 started_at=_run_start(context),
                 completed_at=time.time(),
+                kinds=kinds,
             )
         except NotariusError as exc:
             raise _fail(exc, "session_bundle") from None
@@ -539,5 +547,5 @@ def build_session_assets(
     ]
     assets.extend(build_lane_asset(plan, lane) for lane in pipeline.lanes)
     assets.extend((extra or {}).values())
-    assets.append(build_bundle_asset(pipeline, with_evidence=with_evidence))
+    assets.append(build_bundle_asset(pipeline, plan.registry, with_evidence=with_evidence))
     return assets

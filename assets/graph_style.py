@@ -9,7 +9,7 @@ record model's docstring, from the lane registry) and what it depends on."""
 from __future__ import annotations
 
 from notarius_dagster.engine.errors import NotariusError
-from notarius_dagster.engine.lanes import registered_lanes
+from notarius_dagster.engine.lanes import LaneSpec
 from notarius_dagster.engine.resolution import ResolvedLane
 from notarius_dagster.settings import OWNER_ENV, load_settings
 
@@ -37,10 +37,9 @@ def _first_sentence(text: str | None) -> str:
     return f"{head}." if head else ""
 
 
-def lane_description(lane: ResolvedLane) -> str:
+def lane_description(lane: ResolvedLane, spec: LaneSpec) -> str:
     """What the lane extracts and what it depends on, for the asset's description."""
-    spec = registered_lanes().get(lane.kind)
-    record = _first_sentence(spec.record_model.__doc__) if spec else ""
+    record = _first_sentence(spec.record_model.__doc__)
     what = f" One record: {record}" if record else ""
     deps = ", ".join(["source_document", "chunk_map", *(f"`{d}`" for d in lane.depends_on)])
     grounded = (

@@ -14,7 +14,7 @@ import pandas as pd
 from dagster import MetadataValue
 
 from notarius_dagster.dnd.roster import ROSTER_SLOT, dm_dropped_count, dropped_count
-from notarius_dagster.engine.artifact_kinds import get_kind
+from notarius_dagster.engine.artifact_kinds import ArtifactKind
 from notarius_dagster.engine.lane_runner import LaneResult
 
 PREVIEW_ROWS = 8
@@ -30,11 +30,12 @@ def _cell(value: object) -> object:
     return text if len(text) <= PREVIEW_CELL_CHARS else text[: PREVIEW_CELL_CHARS - 1] + "…"
 
 
-def preview_table(result: LaneResult, items_field: str | None) -> str:
+def preview_table(result: LaneResult, kind: ArtifactKind) -> str:
     """The first records as a Markdown table of the kind's preview fields."""
+    items_field = kind.items_field
     if not result.payload or not items_field:
         return "_no records_"
-    fields = get_kind(result.kind).preview_fields
+    fields = kind.preview_fields
     records = result.payload.get(items_field, [])[:PREVIEW_ROWS]
     rows = [
         {k: _cell(r[k]) for k in fields if k in r and isinstance(r[k], str | int | float | bool)}
@@ -46,9 +47,8 @@ def preview_table(result: LaneResult, items_field: str | None) -> str:
     return pd.DataFrame(rows, dtype=object).fillna("").to_markdown(index=False)
 
 
-def lane_metadata(result: LaneResult) -> dict[str, Any]:
+def lane_metadata(result: LaneResult, kind: ArtifactKind) -> dict[str, Any]:
     stats = result.stats
-    items_field = get_kind(result.kind).items_field
     return {
         "status": result.status,
         "records": stats.records,
@@ -69,7 +69,7 @@ def lane_metadata(result: LaneResult) -> dict[str, Any]:
         "unpriced_calls": stats.usage.unpriced_calls,
         "structured_output_rungs": MetadataValue.json(stats.usage.rungs),
         "structured_output_stepdowns": MetadataValue.json(stats.usage.stepdowns),
-        "preview": MetadataValue.md(preview_table(result, items_field)),
+        "preview": MetadataValue.md(preview_table(result, kind)),
         **roster_metadata(result),
     }
 

@@ -26,6 +26,7 @@ from assets.automation import session_condition
 from assets.graph_style import PUBLISH_GROUP, owners
 from assets.partitions import sessions_partitions
 from assets.run_tags import ensure_run_tags
+from notarius_dagster.engine.registry import LaneRegistry
 from notarius_dagster.engine.resolution import ResolvedPipeline
 from notarius_dagster.report import (
     RENDERER_VERSION,
@@ -63,12 +64,14 @@ def build_report_asset(
     base_url: str | None = None,
     pipeline: ResolvedPipeline | None = None,
     roster_file: Path | None = None,
+    registry: LaneRegistry | None = None,
 ) -> AssetsDefinition:
     """The report asset. `base_url` is where the reports folder is served (a report's URL is
     `<base_url>/<session>.html`); None reads NOTARIUS_REPORT_BASE_URL when the asset runs, and
     no URL is recorded when that is unset too. With `pipeline`, a run that starts here gets
     the session's run tags (assets/run_tags.py). `roster_file` is the profile's campaign roster:
-    a session it lists gets a link to the campaign page."""
+    a session it lists gets a link to the campaign page. `registry` gives the report the
+    `LaneSpec` of a lane it has no section of its own for (shown as the table it declares)."""
 
     @asset(
         name=REPORT_ASSET,
@@ -89,7 +92,7 @@ def build_report_asset(
             ensure_run_tags(context, pipeline)
         session_id = context.partition_key
         try:
-            inputs = load_bundle(store.bundles / session_id)
+            inputs = load_bundle(store.bundles / session_id, registry)
             rendered = render_page(inputs, campaign_link(roster_file, session_id))
             path = write_report(store.bundles, session_id, rendered.html)
         except ReportError as exc:

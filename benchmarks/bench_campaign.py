@@ -27,7 +27,7 @@ from dagster import DagsterInstance, materialize  # noqa: E402
 from assets.campaign import CODEX_ASSET, build_campaign_assets  # noqa: E402
 from notarius_dagster.campaign.store import load_roster, publish_codex  # noqa: E402
 from notarius_dagster.dnd.roster import Roster  # noqa: E402
-from notarius_dagster.modules import load_modules  # noqa: E402
+from notarius_dagster.modules import registry  # noqa: E402
 from resources.bundle_store import BundleStore  # noqa: E402
 from tests.campaign_sessions import (  # noqa: E402
     ROSTER,
@@ -63,7 +63,7 @@ def measure(sessions: int) -> dict[str, Any]:
         times = []
         for _ in range(REPEATS):
             started = time.perf_counter()
-            published = publish_codex(bundles, roster)
+            published = publish_codex(bundles, roster, registry())
             times.append(time.perf_counter() - started)
         codex = published.codex
         pipeline = campaign_pipeline()
@@ -90,7 +90,7 @@ def measure(sessions: int) -> dict[str, Any]:
             }
         )
         assert binding.path
-        (asset,), _ = build_campaign_assets(pipeline)
+        (asset,), _ = build_campaign_assets(pipeline, registry())
         store = BundleStore(root=tmp, bundles_root=str(bundles), inbox=tmp)
         dagster_times = []
         with DagsterInstance.ephemeral() as instance:
@@ -115,7 +115,6 @@ def measure(sessions: int) -> dict[str, Any]:
 
 
 def main() -> None:
-    load_modules()
     results = {
         "benchmark": "campaign codex: read published bundles, build, publish (codex, page, index)",
         "asset": CODEX_ASSET,

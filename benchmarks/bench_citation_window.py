@@ -33,20 +33,18 @@ sys.path.insert(0, str(ROOT))
 import yaml  # noqa: E402
 
 from notarius_dagster.dnd.roster import ROSTER_SLOT, Roster  # noqa: E402
-from notarius_dagster.engine.artifact_kinds import get_kind  # noqa: E402
 from notarius_dagster.engine.chunk_stage import run_chunk_stage  # noqa: E402
 from notarius_dagster.engine.contracts import PreparedReference  # noqa: E402
 from notarius_dagster.engine.digest import digest_of  # noqa: E402
 from notarius_dagster.engine.gold import load_gold  # noqa: E402
 from notarius_dagster.engine.inputs import parse_transcript  # noqa: E402
-from notarius_dagster.engine.lanes import registered_lanes  # noqa: E402
 from notarius_dagster.engine.resolution import resolve_profile_file  # noqa: E402
 from notarius_dagster.engine.support import (  # noqa: E402
     CITATION_WINDOW,
     tighten_citations,
     unsupported_records,
 )
-from notarius_dagster.modules import load_modules  # noqa: E402
+from notarius_dagster.modules import registry  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "citation-window.json"
 WINDOWS = (0, 1, 2, 3, 5, 8)
@@ -71,8 +69,7 @@ def roster_reference(name: str) -> PreparedReference:
 
 
 def main() -> None:
-    load_modules()
-    lanes = {lane.lane_id: lane for lane in registered_lanes().values() if lane.support_fields}
+    lanes = {lane.lane_id: lane for lane in registry().lanes if lane.support_fields}
     kept: Counter[tuple[str, int]] = Counter()
     cited: Counter[str] = Counter()
     records: Counter[str] = Counter()
@@ -83,7 +80,7 @@ def main() -> None:
         doc = parse_transcript(path.read_bytes(), file_name=path.name, source_id=session)
         refs = {ROSTER_SLOT: roster_reference(roster)}
         for lane_id, lane in lanes.items():
-            kind = get_kind(lane.kind)
+            kind = registry().kind(lane.kind)
             for record in gold.lanes.get(lane_id, []):
                 body: dict[str, Any] = record.model_dump()
                 body[kind.refs_field] = [
@@ -93,12 +90,14 @@ def main() -> None:
                 payload = {kind.items_field: [body]}
                 units = len(set(record.unit_ids))
                 records[lane_id] += 1
-                if unsupported_records(kind, payload, doc, refs):
+                if unsupported_records(kind, payload, doc, refs, registry().speaker_names):
                     unsupported[lane_id] += 1  # dropped by `support` whatever the window
                     continue
                 cited[lane_id] += units
                 for window in WINDOWS:
-                    cut = tighten_citations(kind, payload, doc, refs, window=window)
+                    cut = tighten_citations(
+                        kind, payload, doc, refs, registry().speaker_names, window=window
+                    )
                     kept[(lane_id, window)] += units - cut.units
     by_lane = {
         lane_id: {
@@ -139,13 +138,15 @@ def main() -> None:
 
 def budgets() -> dict[str, Any]:
     """Per lane with a citation budget: units one gold record cites within one chunk."""
-    pipeline = resolve_profile_file(ROOT / "configs" / "dnd-complete.yaml")
+    pipeline = resolve_profile_file(ROOT / "configs" / "dnd-complete.yaml", registry=registry())
     per_lane: dict[str, list[int]] = {}
     for session in ROSTERS:
         gold = load_gold(ROOT / "data" / "gold" / f"{session}.json")
         path = ROOT / gold.source.file
         doc = parse_transcript(path.read_bytes(), file_name=path.name, source_id=session)
-        chunk_map = run_chunk_stage(pipeline.chunk, doc, session_id=session).chunk_map
+        chunk_map = run_chunk_stage(
+            pipeline.chunk, doc, session_id=session, registry=registry()
+        ).chunk_map
         assert chunk_map is not None
         for lane_id, records in gold.lanes.items():
             for chunk in chunk_map.chunks:
@@ -154,7 +155,7 @@ def budgets() -> dict[str, Any]:
                     n for r in records if (n := len(inside & set(r.unit_ids)))
                 )
     out: dict[str, Any] = {}
-    for lane in registered_lanes().values():
+    for lane in registry().lanes:
         counts = sorted(per_lane.get(lane.lane_id, []))
         if lane.answer.per_chunk or not counts:
             continue

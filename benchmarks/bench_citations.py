@@ -24,9 +24,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+
 from notarius_dagster.dnd.llm_extract import CITATION_SCHEMES  # noqa: E402
-from notarius_dagster.engine.artifact_kinds import get_kind  # noqa: E402
-from notarius_dagster.engine.catalog import CATALOG  # noqa: E402
 from notarius_dagster.engine.chunk_stage import run_chunk_stage  # noqa: E402
 from notarius_dagster.engine.contracts import ExtractRequest, RunContext  # noqa: E402
 from notarius_dagster.engine.inputs import parse_transcript  # noqa: E402
@@ -35,7 +34,7 @@ from notarius_dagster.engine.validators import ValidationContext, run_chain  # n
 from notarius_dagster.llm.client import LiteLLMClient  # noqa: E402
 from notarius_dagster.llm.offline import OfflineModelServer  # noqa: E402
 from notarius_dagster.llm.profiles import LLMProfile  # noqa: E402
-from notarius_dagster.modules import load_modules  # noqa: E402
+from notarius_dagster.modules import registry  # noqa: E402
 
 SAMPLE = ROOT / "samples" / "crd3-c2e001-slice.jsonl"
 RESULTS = ROOT / "benchmarks" / "results" / "citations.json"
@@ -56,13 +55,14 @@ def out_of_chunk(payload: dict[str, Any] | None, items: str, chunk_units: set[in
 
 
 def main(max_chunks: int = 6) -> None:
-    load_modules()
-    pipeline = resolve_profile_file(ROOT / "configs" / "offline.yaml")
+    pipeline = resolve_profile_file(ROOT / "configs" / "offline.yaml", registry=registry())
     lane = pipeline.lane("npcs")
-    kind = get_kind(lane.kind)
+    kind = registry().kind(lane.kind)
     profile = LLMProfile.model_validate(pipeline.llm_profile)
     doc = parse_transcript(SAMPLE.read_bytes(), file_name=SAMPLE.name, source_id="bench")
-    chunk_map = run_chunk_stage(pipeline.chunk, doc, session_id="bench").chunk_map
+    chunk_map = run_chunk_stage(
+        pipeline.chunk, doc, session_id="bench", registry=registry()
+    ).chunk_map
     assert chunk_map is not None
     chunks = chunk_map.chunks[:max_chunks]
     schemes: dict[str, Any] = {}
@@ -77,7 +77,7 @@ def main(max_chunks: int = 6) -> None:
             client=client,
         )
         for name, scheme in CITATION_SCHEMES.items():
-            extractor = CATALOG.build("extract", lane.extract.module, {})
+            extractor = registry().lane(lane.id).extractor()
             extractor.citations = scheme
             totals: Counter[str] = Counter()
             rejections: Counter[str] = Counter()

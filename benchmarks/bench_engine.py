@@ -22,15 +22,16 @@ from notarius_dagster.engine.lane_runner import run_lane  # noqa: E402
 from notarius_dagster.engine.resolution import resolve_profile_file  # noqa: E402
 from notarius_dagster.llm.client import LiteLLMClient  # noqa: E402
 from notarius_dagster.llm.test_double import double_profile, scripted_llm  # noqa: E402
-from notarius_dagster.modules import load_modules  # noqa: E402
+from notarius_dagster.modules import registry  # noqa: E402
 from tests.doubles import lane_responder  # noqa: E402
 
 SESSIONS = ROOT / "data" / "sessions"
 
 
 def main() -> None:
-    load_modules()
-    pipeline = resolve_profile_file(ROOT / "configs" / "offline.yaml", llm_profile="test-double")
+    pipeline = resolve_profile_file(
+        ROOT / "configs" / "offline.yaml", llm_profile="test-double", registry=registry()
+    )
     client = LiteLLMClient(double_profile(max_concurrency=2))
     rows = []
     for path in sorted(SESSIONS.glob("*.jsonl")):
@@ -38,7 +39,9 @@ def main() -> None:
         t0 = time.perf_counter()
         doc = parse_transcript(path.read_bytes(), file_name=path.name, source_id="bench")
         t1 = time.perf_counter()
-        chunks = run_chunk_stage(pipeline.chunk, doc, session_id="bench").chunk_map
+        chunks = run_chunk_stage(
+            pipeline.chunk, doc, session_id="bench", registry=registry()
+        ).chunk_map
         assert chunks is not None
         t2 = time.perf_counter()
         with scripted_llm(lane_responder):
@@ -51,6 +54,7 @@ def main() -> None:
                 session_id="bench",
                 llm_fingerprint="bench",
                 max_concurrency=2,
+                registry=registry(),
             )
         t3 = time.perf_counter()
         peak = tracemalloc.get_traced_memory()[1]

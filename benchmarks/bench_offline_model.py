@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from notarius_dagster.engine.catalog import CATALOG  # noqa: E402
+
 from notarius_dagster.engine.chunk_stage import run_chunk_stage  # noqa: E402
 from notarius_dagster.engine.contracts import ExtractRequest, RunContext  # noqa: E402
 from notarius_dagster.engine.inputs import parse_transcript  # noqa: E402
@@ -23,19 +23,20 @@ from notarius_dagster.engine.resolution import resolve_profile_file  # noqa: E40
 from notarius_dagster.llm.client import LiteLLMClient  # noqa: E402
 from notarius_dagster.llm.offline import OfflineModelServer  # noqa: E402
 from notarius_dagster.llm.profiles import LLMProfile  # noqa: E402
-from notarius_dagster.modules import load_modules  # noqa: E402
+from notarius_dagster.modules import registry  # noqa: E402
 
 SAMPLE = ROOT / "samples" / "crd3-c2e001-slice.jsonl"
 
 
 def main(max_chunks: int = 5) -> None:
-    load_modules()
-    pipeline = resolve_profile_file(ROOT / "configs" / "offline.yaml")
+    pipeline = resolve_profile_file(ROOT / "configs" / "offline.yaml", registry=registry())
     profile = LLMProfile.model_validate(pipeline.llm_profile)
     doc = parse_transcript(SAMPLE.read_bytes(), file_name=SAMPLE.name, source_id="bench")
-    chunk_map = run_chunk_stage(pipeline.chunk, doc, session_id="bench").chunk_map
+    chunk_map = run_chunk_stage(
+        pipeline.chunk, doc, session_id="bench", registry=registry()
+    ).chunk_map
     assert chunk_map is not None
-    extractor = CATALOG.build("extract", "dnd.npcs.extract", {})
+    extractor = registry().lane("npcs").extractor()
     t0 = time.perf_counter()
     with OfflineModelServer(context_tokens=profile.context_tokens) as server:
         startup = time.perf_counter() - t0

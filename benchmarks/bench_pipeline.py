@@ -306,10 +306,11 @@ def lane_dependencies(profile: Mapping[str, Any]) -> dict[str, set[str]]:
     deps: dict[str, set[str]] = {}
     for lane in pipeline["lanes"]:
         found = set(shared) - {lane["id"]}
-        for stage in ("extract", "merge", "normalize"):
-            for binding in ((lane.get(stage) or {}).get("references") or {}).values():
-                if isinstance(binding, dict) and "lane" in binding:
-                    found.add(binding["lane"])
+        for binding in (lane.get("references") or {}).values():
+            if isinstance(binding, str):
+                found.add(binding)
+            elif isinstance(binding, dict) and "lane" in binding:
+                found.add(binding["lane"])
         deps[lane["id"]] = found
     return deps
 

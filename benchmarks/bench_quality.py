@@ -42,8 +42,8 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 from dagster import DagsterInstance  # noqa: E402
 
 from notarius_dagster.engine.evaluation import evaluate  # noqa: E402
-from notarius_dagster.engine.lanes import registered_match_fields  # noqa: E402
 from notarius_dagster.engine.transcripts import register_transcript  # noqa: E402
+from notarius_dagster.modules import registry  # noqa: E402
 from notarius_dagster.run.runner import run_session  # noqa: E402
 
 PROFILE = ROOT / "configs" / "dnd-complete.yaml"
@@ -108,8 +108,8 @@ def bench_session(session: Session, llm_profile: str, store: Path) -> dict[str, 
     manifest = json.loads((bundle / "manifest.json").read_text())
     rejected = json.loads((bundle / "rejected.json").read_text())
     gold = GOLD / f"{session.session_id}.json"
-    report = evaluate(bundle, gold, registered_match_fields())
-    report_v1 = evaluate(bundle, gold, registered_match_fields(), scorer="v1")
+    report = evaluate(bundle, gold, registry().match_fields())
+    report_v1 = evaluate(bundle, gold, registry().match_fields(), scorer="v1")
     scores = {row.lane_id: row for row in report.lanes}
     scores_v1 = {row.lane_id: row for row in report_v1.lanes}
     by_validator: dict[str, Counter[str]] = {}

@@ -41,7 +41,6 @@ from benchmarks.oracle_injection import (
     measurable,
     piece_fate,
 )
-from notarius_dagster.dnd import load_lanes
 from notarius_dagster.dnd.roster import Roster
 from notarius_dagster.engine.evaluation import (
     EvaluationReport,
@@ -52,8 +51,8 @@ from notarius_dagster.engine.evaluation import (
 )
 from notarius_dagster.engine.gold import GoldFile, load_gold
 from notarius_dagster.engine.inputs import parse_transcript
-from notarius_dagster.engine.lanes import registered_match_fields
 from notarius_dagster.engine.transcripts import register_transcript
+from notarius_dagster.modules import registry
 from notarius_dagster.run.runner import run_session
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -327,8 +326,7 @@ def bench_session(
     seed: int,
     log: Callable[[str], None],
 ) -> dict[str, Any]:
-    load_lanes()
-    match_fields = registered_match_fields()
+    match_fields = registry().match_fields()
     gold_path = GOLD / f"{spec.session_id}.json"
     gold = load_gold(gold_path)
     session = OracleSession(gold)

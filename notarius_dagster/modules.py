@@ -1,21 +1,40 @@
-"""Loads every module and artifact kind into the catalog: the engine's generic modules, the
-`scenes` chunker and the D&D lanes. Call `load_modules()` before resolving a profile."""
+"""The composition root: `registry()` builds the one lane registry value of this deployment
+(the engine's `generic` chunker, the D&D `scenes` chunker, lanes and roster kind, the LLM
+layer's profiles) that resolution, the asset factory, the report and the codex are handed.
+Nothing is registered by importing; a lane folder outside the package is added with
+`registry(extra_folders)` or `LaneRegistry.with_lanes`."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cache
+from pathlib import Path
+
+from notarius_dagster.engine.registry import LaneRegistry
+
+
+def registry(extra_folders: Sequence[Path] = ()) -> LaneRegistry:
+    """The D&D registry, plus the lane of each folder of `extra_folders` (a plug-in)."""
+    base = _dnd_registry()
+    if not extra_folders:
+        return base
+    from notarius_dagster.engine.lanes import load_lane_folder
+
+    return base.with_lanes(*(load_lane_folder(folder) for folder in extra_folders))
 
 
 @cache
-def load_modules() -> list[str]:
-    """Register everything once; the ids of the registered lanes."""
-    import notarius_dagster.dnd.scenes_chunker  # noqa: F401  (registers chunk module `scenes`)
-    import notarius_dagster.engine.chunking  # noqa: F401  (registers `generic`)
-    import notarius_dagster.engine.stages  # noqa: F401  (registers appendorder, noop, json)
-    from notarius_dagster.dnd import load_lanes
-    from notarius_dagster.engine.llm_profiles import LLM_PROFILES
-    from notarius_dagster.llm.profiles import register_profiles
+def _dnd_registry() -> LaneRegistry:
+    from notarius_dagster.dnd import lanes
+    from notarius_dagster.dnd.roster import ROSTER_ARTIFACT, speaker_names
+    from notarius_dagster.dnd.scenes_chunker import SCENES_CHUNKER
+    from notarius_dagster.engine.chunking import GENERIC_CHUNKER
+    from notarius_dagster.llm.profiles import profile_catalog
 
-    register_profiles(LLM_PROFILES)  # the built-in LLM profiles and their validator
-
-    return load_lanes()
+    return LaneRegistry(
+        lanes=lanes(),
+        chunkers=(GENERIC_CHUNKER, SCENES_CHUNKER),
+        reference_kinds=(ROSTER_ARTIFACT,),
+        llm_profiles=profile_catalog(),
+        speaker_names=(speaker_names,),
+    )

@@ -1,11 +1,10 @@
 """Generates the checked-in documents that are derived from code: the JSON Schemas
 (`schemas/<schema_id>.json`) from the pydantic models, the single source of truth, and the lane
-table of `docs/lanes.md` from the lane registry. `python -m notarius_dagster.schemas --write`
-regenerates both; without `--write` it exits 1 naming every stale file, and the test suite fails
-when a checked-in file is stale.
+table of `docs/lanes.md` from the D&D lane registry (`notarius_dagster.modules.registry()`).
+`python -m notarius_dagster.schemas --write` regenerates both; without `--write` it exits 1
+naming every stale file, and the test suite fails when a checked-in file is stale.
 
-Kinds and lanes whose schema id starts with `test.` are registered by tests and never
-published."""
+Kinds and lanes whose schema id starts with `test.` are never published."""
 
 from __future__ import annotations
 
@@ -15,9 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from notarius_dagster.engine.artifact_kinds import registered_kinds
-from notarius_dagster.engine.lanes import LANE_STAGES, LaneSpec, registered_lanes
-from notarius_dagster.modules import load_modules
+from notarius_dagster.engine.lanes import LANE_STAGES, LaneSpec
+from notarius_dagster.modules import registry
 from notarius_dagster.settings import REPO_ROOT
 
 SCHEMA_DIR = REPO_ROOT / "schemas"
@@ -45,9 +43,8 @@ def _published(schema_id: str) -> bool:
 
 
 def generated() -> dict[str, str]:
-    load_modules()
     out: dict[str, str] = {}
-    for kind in registered_kinds().values():
+    for kind in registry().kinds().values():
         if not _published(kind.schema_id):
             continue
         out[f"{kind.schema_id}.json"] = (
@@ -106,9 +103,8 @@ def _gold_match(lane: LaneSpec) -> str:
 
 def lane_table() -> str:
     """The Markdown table of every published lane, by lane id."""
-    load_modules()
     lanes = sorted(
-        (lane for lane in registered_lanes().values() if _published(lane.schema_id)),
+        (lane for lane in registry().lanes if _published(lane.schema_id)),
         key=lambda lane: lane.lane_id,
     )
     rows = [

@@ -13,6 +13,7 @@ from notarius_dagster.engine.lane_runner import LaneResult, LaneStats
 from notarius_dagster.engine.models import ChunkMap, Rejection, RunWarning, SourceDocument
 from notarius_dagster.engine.resolution import ResolvedPipeline, resolve_profile_file
 from notarius_dagster.engine.session_bundle import PublishedBundle, publish_session_bundle
+from notarius_dagster.modules import registry
 from tests.conftest import make_document
 
 REPO = Path(__file__).resolve().parent.parent
@@ -39,7 +40,7 @@ def npc_payload(units: list[int], source_id: str = "s1") -> dict[str, Any]:
 
 
 def pipeline() -> ResolvedPipeline:
-    return resolve_profile_file(OFFLINE_PROFILE, llm_profile="test-double")
+    return resolve_profile_file(OFFLINE_PROFILE, llm_profile="test-double", registry=registry())
 
 
 def chunk_result(document: SourceDocument, **update: Any) -> ChunkResult:
@@ -113,4 +114,5 @@ def publish(
         evidence=None,
         started_at=STARTED,
         completed_at=COMPLETED,
+        kinds=registry().kinds(),
     )

@@ -22,6 +22,7 @@ from notarius_dagster.engine.bundle import (
 from notarius_dagster.engine.chunking import make_chunk
 from notarius_dagster.engine.inputs import parse_transcript
 from notarius_dagster.engine.resolution import ResolvedPipeline, resolve_profile_file
+from notarius_dagster.modules import registry
 from tests.lane_doubles import RecordingClient, run_one_lane
 
 REPO = Path(__file__).resolve().parent.parent
@@ -38,7 +39,7 @@ LANES = (
 
 
 def campaign_pipeline() -> ResolvedPipeline:
-    return resolve_profile_file(PROFILE, llm_profile="test-double")
+    return resolve_profile_file(PROFILE, llm_profile="test-double", registry=registry())
 
 
 @cache

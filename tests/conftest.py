@@ -1,4 +1,4 @@
-"""Shared fixtures: small real documents, module loading, isolated stores."""
+"""Shared fixtures: small real documents, isolated stores."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from notarius_dagster.engine.inputs import document_digest  # noqa: E402
 from notarius_dagster.engine.models import SourceDocument, SourceUnit  # noqa: E402
-from notarius_dagster.modules import load_modules  # noqa: E402
 from tests.browser import launched_chromium  # noqa: E402
 
 if TYPE_CHECKING:
@@ -43,11 +42,6 @@ def make_document(
         units=units,
         digest=document_digest(units),
     )
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _modules() -> None:
-    load_modules()
 
 
 @pytest.fixture

@@ -19,8 +19,7 @@ from typing import Any
 
 import pytest
 
-from notarius_dagster.engine import lanes
-from notarius_dagster.engine.catalog import CATALOG
+from notarius_dagster import modules
 from notarius_dagster.engine.contracts import ExtractRequest
 from notarius_dagster.engine.lane_runner import LaneResult, run_lane
 from notarius_dagster.engine.llm_contract import LLMUsage, StructuredRequest, StructuredResponse
@@ -31,6 +30,7 @@ from notarius_dagster.engine.resolution import (
     ResolvedPipeline,
     resolve_profile_file,
 )
+from notarius_dagster.modules import registry
 from tests.doubles import npc_answer, system_of, units_in
 
 Messages = list[dict[str, Any]]
@@ -277,7 +277,9 @@ MINIMAL_PROFILE = REPO / "configs" / "dnd-minimal.yaml"
 
 def complete_pipeline(**kwargs: Any) -> ResolvedPipeline:
     """The maintained complete profile, resolved on the test-double LLM profile."""
-    return resolve_profile_file(COMPLETE_PROFILE, llm_profile="test-double", **kwargs)
+    return resolve_profile_file(
+        COMPLETE_PROFILE, llm_profile="test-double", registry=registry(), **kwargs
+    )
 
 
 def run_one_lane(
@@ -290,7 +292,8 @@ def run_one_lane(
 ) -> LaneResult:
     """Prepare the lane's references from upstream lane payloads (the real handoff
     boundary), then run it with the recording client."""
-    references, _, _ = prepare_lane_references(lane.stages(), payloads or {})
+    lanes = kwargs.pop("registry", None) or registry()
+    references, _, _ = prepare_lane_references(lane.stages(), payloads or {}, lanes.kinds())
     return run_lane(
         lane,
         document=document,
@@ -299,24 +302,29 @@ def run_one_lane(
         client=client if client is not None else RecordingClient(),
         session_id=document.source_id,
         llm_fingerprint="test-double",
+        registry=lanes,
         **kwargs,
     )
 
 
 def use_prompt(monkeypatch: pytest.MonkeyPatch, kind: str, prompt: Path) -> None:
     """For one test, the lane of `kind` reads `prompt` instead of its prompt.md, as if the file
-    had been edited: every module built from then on (code versions, runs) sees it."""
-    lane = dataclasses.replace(lanes.registered_lanes()[kind], prompt=prompt)
-    monkeypatch.setitem(lanes._LANES, kind, lane)
+    had been edited: every registry built from then on (code versions, runs) has that lane."""
+    base = registry()
+    spec = base.lane_of_kind(kind)
+    assert spec is not None, kind
+    edited = base.with_lanes(dataclasses.replace(spec, prompt=prompt))
+    monkeypatch.setattr(modules, "_dnd_registry", lambda: edited)
 
 
 def answer_payload(
     module_key: str, answer: dict[str, Any], request: ExtractRequest
 ) -> tuple[dict[str, Any], list[Any]]:
-    """What a lane's extractor (built from the catalog, as the runner does) makes of a
+    """What a lane's extractor (built from its spec, as the runner does) makes of a
     validated answer: the payload and warnings, without an LLM call (behind a gate: the
     extractor the gate lets through)."""
-    extractor = CATALOG.build("extract", module_key, {})
+    spec = next(lane for lane in registry().lanes if lane.module_key("extract") == module_key)
+    extractor = spec.extractor()
     inner = getattr(extractor, "inner", extractor)
     payload, warnings = inner.payload(answer, request)
     return payload, list(warnings)

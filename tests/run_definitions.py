@@ -9,6 +9,7 @@ from pathlib import Path
 
 from dagster import Definitions
 
+from notarius_dagster.engine.registry import LaneRegistry
 from notarius_dagster.run.definitions import build_definitions
 from notarius_dagster.run.runner import run_settings
 
@@ -20,8 +21,9 @@ def build_run_definitions(
     bundles_root: Path | None = None,
     llm_profile: str | None = None,
     lanes: Sequence[str] | None = None,
+    registry: LaneRegistry | None = None,
 ) -> Definitions:
     settings = run_settings(
         profile=profile, data_root=data_root, bundles_root=bundles_root, llm_profile=llm_profile
     )
-    return build_definitions(settings, lanes=lanes)
+    return build_definitions(settings, lanes=lanes, registry=registry)

@@ -24,10 +24,12 @@ from notarius_dagster.engine.errors import NotariusError
 from notarius_dagster.engine.lane_runner import LaneResult, LaneStats
 from notarius_dagster.engine.transcripts import register_transcript
 from notarius_dagster.llm.test_double import scripted_llm
+from notarius_dagster.modules import registry
 from notarius_dagster.run.runner import run_session
 from tests.conftest import make_document
 from tests.doubles import lane_responder
 
+NPC_KIND = registry().kind("dnd/npc-list")
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "samples" / "crd3-c2e001-slice.jsonl"
 NPCS = AssetKey("npcs")
@@ -181,7 +183,7 @@ def test_schema_check_names_paths_of_an_invalid_payload_not_values() -> None:
     payload = npc_payload([("s1", 1, 2)])
     del payload["source_id"]
     payload["npcs"][0]["name"] = ""
-    result = schema_result(NPCS, lane_result(payload))
+    result = schema_result(NPCS, lane_result(payload), NPC_KIND)
     assert not result.passed
     problems: Any = result.metadata["first_problems"].value
     assert any("source_id" in p or "(root)" in p for p in problems)
@@ -189,13 +191,13 @@ def test_schema_check_names_paths_of_an_invalid_payload_not_values() -> None:
 
 
 def test_schema_check_passes_a_valid_payload() -> None:
-    assert schema_result(NPCS, lane_result(npc_payload([("s1", 1, 2)]))).passed
+    assert schema_result(NPCS, lane_result(npc_payload([("s1", 1, 2)])), NPC_KIND).passed
 
 
 def test_reference_check_flags_units_outside_the_document_and_other_sources() -> None:
     document = make_document(list(range(10)))
     payload = npc_payload([("s1", 2, 4), ("s1", 8, 42), ("other", 1, 1), ("s1", 6, 3)])
-    result = refs_result(NPCS, lane_result(payload), document)
+    result = refs_result(NPCS, lane_result(payload), document, NPC_KIND)
     assert not result.passed
     assert result.metadata["references"].value == 4
     assert result.metadata["problems"].value == 3
@@ -203,7 +205,9 @@ def test_reference_check_flags_units_outside_the_document_and_other_sources() ->
 
 def test_reference_check_passes_ranges_inside_the_document() -> None:
     document = make_document([10, 3, 7, 8, 1])
-    result = refs_result(NPCS, lane_result(npc_payload([("s1", 3, 8), ("s1", 1, 1)])), document)
+    result = refs_result(
+        NPCS, lane_result(npc_payload([("s1", 3, 8), ("s1", 1, 1)])), document, NPC_KIND
+    )
     assert result.passed
 
 
@@ -239,7 +243,7 @@ def test_preview_shows_allowlisted_fields_cut_short_and_never_prose() -> None:
     quote = "Gustav | says: " + "a very long line straight out of the transcript " * 3
     payload = npc_payload([("s1", 1, 1)])
     payload["npcs"][0].update(name=quote, description="SECRET DESCRIPTION TEXT")
-    table = preview_table(lane_result(payload), "npcs")
+    table = preview_table(lane_result(payload), NPC_KIND)
     assert "SECRET" not in table and "source_refs" not in table
     assert quote not in table and "Gustav / says:" in table
     row = table.splitlines()[2]

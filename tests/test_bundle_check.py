@@ -11,6 +11,7 @@ from notarius_dagster.engine.bundle import encode_bundle
 from notarius_dagster.engine.bundle_assembly import assemble_bundle
 from notarius_dagster.engine.bundle_check import check_encoded_bundle, check_published_bundle
 from notarius_dagster.engine.bundle_documents import read_manifest
+from notarius_dagster.modules import registry
 from tests.bundle_doubles import chunk_result, npcs_result, publish
 from tests.conftest import make_document
 
@@ -154,6 +155,7 @@ def test_the_check_before_publication_sees_what_the_published_check_sees(
         chunk_result=chunk_result(document),
         lane_results=[npcs_result()],
         evidence_context=None,
+        kinds=registry().kinds(),
     )
     encoded = encode_bundle(files)
     assert check_encoded_bundle(encoded) == check_published_bundle(published.path)

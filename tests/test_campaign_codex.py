@@ -26,6 +26,7 @@ from notarius_dagster.campaign.store import (
 from notarius_dagster.cli.main import main
 from notarius_dagster.dnd.roster import Roster, RosterIndex, name_key
 from notarius_dagster.engine.bundle import remove_bundle
+from notarius_dagster.modules import registry
 from tests.campaign_sessions import ROSTER, SLICES, publish_session, read_codex, session_lanes
 
 E1, E3, E30 = "crd3-c2e001", "crd3-c2e003", "crd3-c2e030"
@@ -53,7 +54,7 @@ def publish_real(bundles: Path) -> dict[str, Any]:
 def test_the_codex_of_three_real_sessions(tmp_path: Path) -> None:
     bundles = tmp_path / "bundles"
     lanes = publish_real(bundles)
-    published = publish_codex(bundles, roster())
+    published = publish_codex(bundles, roster(), registry())
     codex = published.codex
     assert [(s.id, s.position, s.published) for s in codex.sessions] == [
         (E1, 1, True),
@@ -89,18 +90,18 @@ def test_the_codex_of_three_real_sessions(tmp_path: Path) -> None:
 def test_the_codex_changes_exactly_when_a_lane_artifact_changes(tmp_path: Path) -> None:
     bundles = tmp_path / "bundles"
     publish_real(bundles)
-    first = publish_codex(bundles, roster())
+    first = publish_codex(bundles, roster(), registry())
     text = (bundles / ".campaigns" / "mighty-nein" / "codex.json").read_text()
     # a re-run that publishes the same lane files (a new run id): the codex is unchanged
     publish_session(bundles, E3, session_lanes(E3), run_id="run-2")
-    again = publish_codex(bundles, roster())
+    again = publish_codex(bundles, roster(), registry())
     assert not again.changed and again.digest == first.digest
     assert (bundles / ".campaigns" / "mighty-nein" / "codex.json").read_text() == text
     # re-running one session after a prompt edit changed its spells: only that changes
     edited = copy.deepcopy(dict(session_lanes(E1)))
     edited[SPELL]["spells"] = edited[SPELL]["spells"][1:]
     publish_session(bundles, E1, edited, run_id="run-3")
-    changed = publish_codex(bundles, roster())
+    changed = publish_codex(bundles, roster(), registry())
     assert changed.changed and changed.digest != first.digest
     before = {s.id: s.lanes_digest for s in first.codex.sessions}
     after = {s.id: s.lanes_digest for s in changed.codex.sessions}
@@ -114,9 +115,9 @@ def test_the_codex_changes_exactly_when_a_lane_artifact_changes(tmp_path: Path) 
 def test_a_deleted_session_leaves_the_codex_on_the_next_build(tmp_path: Path) -> None:
     bundles = tmp_path / "bundles"
     publish_real(bundles)
-    publish_codex(bundles, roster())
+    publish_codex(bundles, roster(), registry())
     remove_bundle(bundles, E30)
-    codex = publish_codex(bundles, roster()).codex
+    codex = publish_codex(bundles, roster(), registry()).codex
     assert [(s.id, s.published) for s in codex.sessions] == [(E1, True), (E3, True), (E30, False)]
     assert all(E30 not in n.sessions for n in codex.npcs)
     assert all(e.session != E30 for e in codex.item_events)
@@ -358,7 +359,7 @@ def test_the_codex_holds_no_prose_or_paths(tmp_path: Path) -> None:
     for session, by_kind in lanes.items():
         publish_session(tmp_path, session, by_kind)
     text = tmp_path / ".campaigns" / "mighty-nein" / "codex.json"
-    publish_codex(tmp_path, roster())
+    publish_codex(tmp_path, roster(), registry())
     body = text.read_text()
     assert "SECRET" not in body and str(tmp_path) not in body
     assert load_codex(tmp_path, "mighty-nein") == build_codex(roster(), lanes)
@@ -377,8 +378,8 @@ def test_the_codex_does_not_depend_on_publication_order(
     bundles = tmp_path_factory.mktemp("bundles")
     for s in sessions:  # published one by one in this order, the codex rebuilt after each
         publish_session(bundles, s, HANDMADE[s])
-        publish_codex(bundles, roster())
-    published = publish_codex(bundles, roster())
+        publish_codex(bundles, roster(), registry())
+    published = publish_codex(bundles, roster(), registry())
     assert codex_text(published.codex) == expected
     assert json.dumps(read_codex(bundles), indent=2, ensure_ascii=False) + "\n" == expected
 
@@ -436,7 +437,7 @@ def test_campaign_show_says_a_party_member_or_the_dm_is_no_npc(
 ) -> None:
     for session, by_kind in dm_lanes().items():
         publish_session(tmp_path, session, by_kind)
-    publish_codex(tmp_path, roster())
+    publish_codex(tmp_path, roster(), registry())
     assert show(tmp_path, "--npc", "jester lavorre") == 1
     err = capsys.readouterr().err
     assert "Jester is a party member" in err and "played by LAURA" in err and "lavorre" not in err
@@ -454,7 +455,7 @@ def test_campaign_show_prints_a_roster_merge_by_the_npcs_name(
 ) -> None:
     for session, by_kind in HANDMADE.items():
         publish_session(tmp_path, session, by_kind)
-    publish_codex(tmp_path, roster())
+    publish_codex(tmp_path, roster(), registry())
     assert show(tmp_path, "--npc", "Kylre", "--width", "200") == 0
     out = capsys.readouterr().out
     assert "roster_npc (kylre)" in out and "known npc" not in out

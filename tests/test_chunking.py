@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from notarius_dagster.engine.catalog import CATALOG, ModuleSpec
 from notarius_dagster.engine.chunk_stage import run_chunk_stage
 from notarius_dagster.engine.chunking import (
     GenericChunker,
@@ -15,6 +14,7 @@ from notarius_dagster.engine.chunking import (
 from notarius_dagster.engine.contracts import ChunkRequest, RunContext
 from notarius_dagster.engine.errors import ChunkingError
 from notarius_dagster.engine.models import Chunk, SourceDocument
+from notarius_dagster.engine.registry import ChunkerSpec, LaneRegistry
 from notarius_dagster.engine.resolution import ResolvedStage
 from tests.conftest import make_document
 
@@ -156,8 +156,12 @@ class _CrashingChunker:
         raise RuntimeError("boom")
 
 
-CATALOG.register(ModuleSpec(key="test.bad-chunker", stage="chunk"), _BadChunker)
-CATALOG.register(ModuleSpec(key="test.crashing-chunker", stage="chunk"), _CrashingChunker)
+CHUNKERS = LaneRegistry(
+    chunkers=(
+        ChunkerSpec(key="test.bad-chunker", build=_BadChunker),
+        ChunkerSpec(key="test.crashing-chunker", build=_CrashingChunker),
+    )
+)
 
 
 def stage(module: str, retries: int = 0) -> ResolvedStage:
@@ -174,7 +178,9 @@ def stage(module: str, retries: int = 0) -> ResolvedStage:
 
 def test_rejected_chunk_result_is_recorded_after_retries(doc: SourceDocument) -> None:
     _BadChunker.calls = 0
-    result = run_chunk_stage(stage("test.bad-chunker", retries=2), doc, session_id="s1")
+    result = run_chunk_stage(
+        stage("test.bad-chunker", retries=2), doc, session_id="s1", registry=CHUNKERS
+    )
     assert result.chunk_map is None
     assert result.rejection is not None and result.rejection.validator == "chunk_invariants"
     assert result.rejection.attempts == 3 and _BadChunker.calls == 3
@@ -182,4 +188,6 @@ def test_rejected_chunk_result_is_recorded_after_retries(doc: SourceDocument) ->
 
 def test_chunker_framework_error_fails_after_retries(doc: SourceDocument) -> None:
     with pytest.raises(ChunkingError, match="failed after 2 attempt"):
-        run_chunk_stage(stage("test.crashing-chunker", retries=1), doc, session_id="s1")
+        run_chunk_stage(
+            stage("test.crashing-chunker", retries=1), doc, session_id="s1", registry=CHUNKERS
+        )

@@ -13,7 +13,6 @@ from notarius_dagster.dnd.llm_extract import (
     LLMListExtractor,
     constrain_citations,
 )
-from notarius_dagster.engine.catalog import CATALOG
 from notarius_dagster.engine.chunking import (
     LINE_BREAK_MARK,
     MAX_SPEAKER_CHARS,
@@ -22,10 +21,10 @@ from notarius_dagster.engine.chunking import (
 )
 from notarius_dagster.engine.contracts import ExtractRequest, RunContext
 from notarius_dagster.engine.inputs import document_digest
-from notarius_dagster.engine.lanes import registered_lanes
 from notarius_dagster.engine.models import SourceDocument, SourceUnit
 from notarius_dagster.llm.client import LiteLLMClient
 from notarius_dagster.llm.test_double import double_profile, scripted_llm
+from notarius_dagster.modules import registry
 from tests.doubles import UNIT_LINE, units_in
 from tests.lane_doubles import RecordingClient
 
@@ -109,7 +108,7 @@ def test_a_unit_cannot_forge_another_units_marker_in_the_prompt() -> None:
 
 def test_a_forged_marker_cannot_produce_a_citation_of_unit_0() -> None:
     client = RecordingClient(marker_echo)
-    extractor = CATALOG.build("extract", "dnd.npcs.extract", {})
+    extractor = registry().lane("npcs").extractor()
     out = extractor.extract(request_for(document(), slice(3, 6), client))
     assert out.payload is not None
     assert cited_units(out.payload) == {4}  # the model saw "Gustav" on unit 4's line only
@@ -126,7 +125,7 @@ def test_the_client_refuses_a_citation_outside_the_chunk() -> None:
     )
     with scripted_llm(lambda messages, fmt: forged):
         client = LiteLLMClient(double_profile(), retry_backoff_s=0.0)
-        extractor = CATALOG.build("extract", "dnd.npcs.extract", {})
+        extractor = registry().lane("npcs").extractor()
         out = extractor.extract(request_for(document(), slice(3, 6), client))
     assert out.payload is None
     assert any("unit_ids[0]: enum" in e for e in out.schema_errors)
@@ -134,7 +133,7 @@ def test_the_client_refuses_a_citation_outside_the_chunk() -> None:
 
 def test_line_numbers_map_back_to_the_chunks_units_by_code() -> None:
     client = RecordingClient(marker_echo)
-    extractor = CATALOG.build("extract", "dnd.npcs.extract", {})
+    extractor = registry().lane("npcs").extractor()
     assert isinstance(extractor, LLMListExtractor)
     extractor.citations = CITATION_SCHEMES["line-numbers"]
     doc = document(forged_text="Gustav nods.")
@@ -144,7 +143,7 @@ def test_line_numbers_map_back_to_the_chunks_units_by_code() -> None:
 
 
 def test_the_per_request_schema_leaves_the_lanes_schema_alone() -> None:
-    extractor = CATALOG.build("extract", "dnd.npcs.extract", {})
+    extractor = registry().lane("npcs").extractor()
     base = json.dumps(extractor.answer_schema, sort_keys=True)
     doc = document()
     first = extractor.request_schema(make_chunk(doc, 0, doc.units[0:3]))
@@ -163,7 +162,7 @@ def test_each_lane_sends_its_citation_budget_and_the_client_refuses_more() -> No
         lane.lane_id: lane.answer_model.model_json_schema()["$defs"][lane.answer.model_item_name()][
             "properties"
         ]["unit_ids"]["maxItems"]
-        for lane in registered_lanes().values()
+        for lane in {lane.kind: lane for lane in registry().lanes}.values()
         if lane.kind.startswith("dnd/") and not lane.answer.per_chunk
     }
     assert budgets == {
@@ -192,7 +191,7 @@ def test_each_lane_sends_its_citation_budget_and_the_client_refuses_more() -> No
     )
     with scripted_llm(lambda messages, fmt: answer):
         client = LiteLLMClient(double_profile(), retry_backoff_s=0.0)
-        extractor = CATALOG.build("extract", "dnd.npcs.extract", {})
+        extractor = registry().lane("npcs").extractor()
         out = extractor.extract(request_for(doc, slice(0, 30), client))
     assert out.payload is None
     assert any("unit_ids: maxItems" in e for e in out.schema_errors)

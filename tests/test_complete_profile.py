@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from dagster import DagsterInstance
 
-from notarius_dagster.engine.artifact_kinds import get_kind
 from notarius_dagster.engine.inputs import parse_transcript
 from notarius_dagster.engine.transcripts import register_transcript
 from notarius_dagster.engine.validators import ref_problems, schema_problems
 from notarius_dagster.llm.test_double import scripted_llm
+from notarius_dagster.modules import registry
 from notarius_dagster.run.runner import run_session
 from tests.lane_doubles import complete_responder
 
@@ -42,7 +42,7 @@ def assert_all_lanes_valid(bundle: Path, transcript: Path) -> dict[str, dict]:
     payloads = {}
     for lane in index["lanes"]:
         payload = json.loads((bundle / lane["file"]).read_text())
-        kind = get_kind(lane["kind"])
+        kind = registry().kind(lane["kind"])
         assert schema_problems(kind, payload) == [], lane["lane_id"]
         refs = kind.source_refs(payload)
         assert ref_problems(refs, document.source_id, positions) == [], lane["lane_id"]

@@ -34,6 +34,7 @@ from notarius_dagster.llm.test_double import (
     provider_error_of,
     scripted_llm,
 )
+from notarius_dagster.modules import registry
 from notarius_dagster.run.runner import run_session
 from tests.doubles import npc_answer, units_in
 from tests.run_definitions import build_run_definitions
@@ -46,9 +47,11 @@ Messages = list[dict[str, Any]]
 
 @pytest.fixture(scope="module")
 def npcs_lane() -> tuple[ResolvedLane, SourceDocument, tuple[Chunk, ...]]:
-    pipeline = resolve_profile_file(PROFILE, llm_profile="test-double")
+    pipeline = resolve_profile_file(PROFILE, llm_profile="test-double", registry=registry())
     document = parse_transcript(SAMPLE.read_bytes(), file_name=SAMPLE.name, source_id="s1")
-    chunk_map = run_chunk_stage(pipeline.chunk, document, session_id="s1").chunk_map
+    chunk_map = run_chunk_stage(
+        pipeline.chunk, document, session_id="s1", registry=registry()
+    ).chunk_map
     assert chunk_map is not None and len(chunk_map.chunks) >= 6
     return pipeline.lane("npcs"), document, tuple(chunk_map.chunks)
 
@@ -66,6 +69,7 @@ def run_npcs(
         session_id="s1",
         llm_fingerprint="test",
         max_concurrency=client.profile.max_concurrency,
+        registry=registry(),
     )
 
 
@@ -246,7 +250,9 @@ def test_every_lane_asset_is_in_pool_llm_and_nothing_else_is(tmp_path: Path) -> 
     graph = defs.resolve_asset_graph()
     lanes = {
         AssetKey(lane.replace("-", "_"))
-        for lane in resolve_profile_file(REPO / "configs" / "dnd-complete.yaml").lane_ids()
+        for lane in resolve_profile_file(
+            REPO / "configs" / "dnd-complete.yaml", registry=registry()
+        ).lane_ids()
     }
     pools = {
         key: graph.assets_def_for_key(key).op.pool

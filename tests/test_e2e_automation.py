@@ -2,8 +2,8 @@
 
 `dagster dev` serves the complete profile with the automation sensor switched on
 (NOTARIUS_AUTOMATION=running, a 5 s interval) and the `npcs` lane reading a copy of its prompt
-(a `sitecustomize` hook on the servers' PYTHONPATH points the registered lane at the copy, as
-tests/lane_doubles.py's `use_prompt` does in process). Then:
+(a `sitecustomize` hook on the servers' PYTHONPATH points the lane the registry loads at the
+copy, as tests/lane_doubles.py's `use_prompt` does in process). Then:
 
 1. `notarius sessions add` registers a session; nothing is launched by hand, and the automation
    sensor materializes the whole session.
@@ -47,15 +47,15 @@ if _spec:
     from notarius_dagster.engine import lanes as _lanes
 
     _kind, _, _path = _spec.partition("=")
-    _original = _lanes.register_lane
-    _replaced = {}
+    _original = _lanes.load_lane_package
 
-    def register_lane(lane):
+    def load_lane_package(package):
+        lane = _original(package)
         if lane.kind == _kind:
-            lane = _replaced.setdefault(_kind, dataclasses.replace(lane, prompt=Path(_path)))
-        return _original(lane)
+            lane = dataclasses.replace(lane, prompt=Path(_path))
+        return lane
 
-    _lanes.register_lane = register_lane
+    _lanes.load_lane_package = load_lane_package
 '''
 
 _SENSOR_TICKS = """

@@ -50,6 +50,11 @@ def page(
     context = browser.new_context(viewport={"width": 1400, "height": 900})
     page = context.new_page()
     page.set_default_timeout(UI_TIMEOUT_MS)
+    # Assertions wait as long as actions do: on a loaded 2-core machine a page can take more
+    # than Playwright's default 5 s to show what it will show.
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=UI_TIMEOUT_MS)
     # Should the dialog still appear (another Dagster release), dismiss it.
     page.add_locator_handler(
         page.get_by_text("Join the Dagster community"),

@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from notarius_dagster.dnd import load_lanes
 from notarius_dagster.engine.evaluation import (
     BundleLane,
     BundleView,
@@ -24,10 +23,9 @@ from notarius_dagster.engine.evaluation import (
     score_bundle,
 )
 from notarius_dagster.engine.gold import GoldError, GoldFile, load_gold, parse_gold
-from notarius_dagster.engine.lanes import registered_match_fields
+from notarius_dagster.modules import registry
 
-load_lanes()
-MATCH_FIELDS = registered_match_fields()
+MATCH_FIELDS = registry().match_fields()
 """What the scorer matches each D&D lane on: the `gold_match` every lane declares."""
 
 NPCS = MatchFields(items="npcs", name="name", aliases="aliases")
@@ -484,7 +482,7 @@ def test_each_dnd_lane_is_matched_on_what_its_lane_declares() -> None:
             items="npc_interactions", name="npc", many_to_one=True
         ),
     }
-    assert registered_match_fields() == expected
+    assert registry().match_fields() == expected
 
 
 def test_an_unreadable_bundle_is_refused_naming_the_file(tmp_path: Path) -> None:

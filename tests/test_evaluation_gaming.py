@@ -14,12 +14,10 @@ from itertools import permutations
 from pathlib import Path
 from typing import Any
 
-from notarius_dagster.dnd import load_lanes
 from notarius_dagster.engine.evaluation import EvaluationReport, LaneScore, evaluate
-from notarius_dagster.engine.lanes import registered_match_fields
+from notarius_dagster.modules import registry
 
-load_lanes()
-MATCH_FIELDS = registered_match_fields()
+MATCH_FIELDS = registry().match_fields()
 ORDER = list(range(100, 120))
 CHUNKS = [ORDER[:10], ORDER[10:]]  # two chunks: units 100-109 and 110-119
 KINDS = {

@@ -11,16 +11,14 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from notarius_dagster.dnd import load_lanes
 from notarius_dagster.engine.evaluation import evaluation_schemas
 from notarius_dagster.engine.gold import gold_problems, load_gold
 from notarius_dagster.engine.inputs import parse_transcript
-from notarius_dagster.engine.lanes import registered_match_fields
 from notarius_dagster.engine.resolution import resolve_profile_file
+from notarius_dagster.modules import registry
 from tests.conftest import DATA, REPO
 
-load_lanes()
-MATCH_FIELDS = registered_match_fields()
+MATCH_FIELDS = registry().match_fields()
 """What the scorer matches each D&D lane on: the `gold_match` every lane declares."""
 
 GOLD_DIR = DATA / "gold"
@@ -51,7 +49,9 @@ def test_a_gold_file_is_valid_complete_and_cites_existing_units(path: Path) -> N
     assert gold.source.units == len(document.units)
     assert gold.source.digest == document.digest
 
-    lanes = {lane.id: lane.kind for lane in resolve_profile_file(COMPLETE).lanes}
+    lanes = {
+        lane.id: lane.kind for lane in resolve_profile_file(COMPLETE, registry=registry()).lanes
+    }
     assert set(gold.lanes) == set(lanes), "gold covers every lane of the complete profile"
     required = {lane_id: MATCH_FIELDS[kind].name for lane_id, kind in lanes.items()}
     assert gold_problems(gold, (u.unit_id for u in document.units), required) == []

@@ -14,17 +14,15 @@ from dagster import AssetCheckSeverity, DagsterInstance
 from dagster._core.events import DagsterEventType
 
 from assets.quality import CHECK_NAME, NO_GOLD, gold_path, quality_metadata
-from notarius_dagster.dnd import load_lanes
 from notarius_dagster.engine.evaluation import evaluate
-from notarius_dagster.engine.lanes import registered_match_fields
 from notarius_dagster.engine.transcripts import register_transcript
 from notarius_dagster.llm.test_double import scripted_llm
+from notarius_dagster.modules import registry
 from notarius_dagster.run.runner import run_session
 from tests.conftest import DATA, REPO
 from tests.lane_doubles import complete_responder
 
-load_lanes()
-MATCH_FIELDS = registered_match_fields()
+MATCH_FIELDS = registry().match_fields()
 """What the scorer matches each D&D lane on: the `gold_match` every lane declares."""
 
 SAMPLE = REPO / "samples" / "crd3-c2e001-slice.jsonl"

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import jsonschema
 import pytest
@@ -27,22 +27,23 @@ from dagster import (
 from pydantic import BaseModel, ConfigDict
 
 from assets.evidence import build_evidence_context_asset
-from notarius_dagster.engine.artifact_kinds import ArtifactKind, register_kind
 from notarius_dagster.engine.bundle import encode_bundle
 from notarius_dagster.engine.bundle_assembly import assemble_bundle
 from notarius_dagster.engine.bundle_documents import EVIDENCE_DESCRIPTOR as EVIDENCE_MODEL
-from notarius_dagster.engine.catalog import CATALOG, ModuleSpec
 from notarius_dagster.engine.chunk_stage import ChunkResult
 from notarius_dagster.engine.chunking import make_chunk
 from notarius_dagster.engine.config import parse_profile
 from notarius_dagster.engine.digest import canonical_json
 from notarius_dagster.engine.errors import EvidenceError, ProfileError
 from notarius_dagster.engine.evidence import EvidenceContext, build_evidence_context
+from notarius_dagster.engine.lane_models import AnswerSpec
 from notarius_dagster.engine.lane_runner import LaneResult, LaneStats
+from notarius_dagster.engine.lanes import LaneModules, LaneSpec
 from notarius_dagster.engine.manifest import build_manifest
 from notarius_dagster.engine.models import ChunkMap, SourceDocument, SourceRef
 from notarius_dagster.engine.output_options import validate_output_options
 from notarius_dagster.engine.resolution import ResolvedPipeline, resolve_pipeline
+from notarius_dagster.modules import registry
 from tests.conftest import make_document
 
 REPO = Path(__file__).resolve().parent.parent
@@ -51,103 +52,54 @@ CHUNK_MAP_SCHEMA = json.loads((REPO / "schemas" / "notarius.source.chunk_map.jso
 EVIDENCE_DESCRIPTOR = EVIDENCE_MODEL.model_dump(mode="json")  # as index.json publishes it
 
 
-# --- test artifact kinds: plural references, a singular-reference "scene", and an opaque kind
+# --- test lanes: plural references ("things") and a singular-reference "scene" lane
 
 
 class Thing(BaseModel):
     model_config = ConfigDict(extra="forbid")
+    id: str | None = None
     name: str
     source_refs: list[SourceRef]
 
 
-class ThingList(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    kind: Literal["test/evidence-plural"] = "test/evidence-plural"
-    source_id: str
-    things: list[Thing]
-
-
 class Scene(BaseModel):
     model_config = ConfigDict(extra="forbid")
+    id: str | None = None
     summary: str
     source_ref: SourceRef
 
 
-class SceneList(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    kind: Literal["test/evidence-scene"] = "test/evidence-scene"
-    source_id: str
-    scenes: list[Scene]
-
-
-class Opaque(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    source_id: str
-    items: list[str]
-
-
-def _thing_refs(artifact: BaseModel) -> list[SourceRef]:
-    assert isinstance(artifact, ThingList)
-    return [ref for thing in artifact.things for ref in thing.source_refs]
-
-
-def _scene_refs(artifact: BaseModel) -> list[SourceRef]:
-    assert isinstance(artifact, SceneList)
-    return [scene.source_ref for scene in artifact.scenes]
-
-
-PLURAL = register_kind(
-    ArtifactKind(
-        kind="test/evidence-plural",
-        model=ThingList,
-        schema_id="test.evidence_plural",
-        schema_name="test_evidence_plural_v1",
-        schema_version="v1",
-        items_field="things",
-        project_source_refs=_thing_refs,
-    )
-)
-SCENES = register_kind(
-    ArtifactKind(
-        kind="test/evidence-scene",
-        model=SceneList,
-        schema_id="test.evidence_scene",
-        schema_name="test_evidence_scene_v1",
-        schema_version="v1",
-        items_field="scenes",
-        project_source_refs=_scene_refs,
-    )
-)
-OPAQUE = register_kind(
-    ArtifactKind(
-        kind="test/evidence-opaque",
-        model=Opaque,
-        schema_id="test.evidence_opaque",
-        schema_name="test_evidence_opaque_v1",
-        schema_version="v1",
-        items_field="items",
-        project_source_refs=None,
-    )
-)  # type: ignore[arg-type]  # a kind that exposes no evidence
-
-
 class _NeverRuns:
-    """Extract module for resolution tests only: nothing here executes a lane."""
+    """Lane module for resolution tests only: nothing here executes a lane."""
 
-    def __init__(self, options: dict[str, Any]) -> None:
+    def __init__(self, lane: LaneSpec, options: dict[str, Any]) -> None:
         self.options = options
 
 
-for _kind in ("test/evidence-plural", "test/evidence-scene", "test/evidence-opaque"):
-    CATALOG.register(
-        ModuleSpec(
-            key=f"test.{_kind.split('/')[1]}",
-            stage="extract",
-            artifact_kind=_kind,
-            requires=("chunks",),
-        ),
-        _NeverRuns,
-    )
+NEVER_RUNS = LaneModules(extract=_NeverRuns, merge=_NeverRuns, normalize=_NeverRuns)
+THINGS_LANE = LaneSpec(
+    lane_id="things",
+    kind="test/evidence-plural",
+    schema_id="test.evidence_plural",
+    record_model=Thing,
+    answer=AnswerSpec("ThingAnswer"),
+    modules=NEVER_RUNS,
+)
+SCENES_LANE = LaneSpec(
+    lane_id="scenes",
+    kind="test/evidence-scene",
+    schema_id="test.evidence_scene",
+    record_model=Scene,
+    refs_field="source_ref",
+    answer=AnswerSpec("SceneAnswer"),
+    modules=NEVER_RUNS,
+)
+REGISTRY = registry().with_lanes(THINGS_LANE, SCENES_LANE)
+KINDS = REGISTRY.kinds()
+PLURAL = THINGS_LANE.artifact_kind
+SCENES = SCENES_LANE.artifact_kind
+ThingList = THINGS_LANE.list_model
+SceneList = SCENES_LANE.list_model
 
 TEXTS = [f"secret line number {i} said aloud" for i in range(10)]
 
@@ -213,24 +165,18 @@ def direct(evidence: EvidenceContext) -> list[list[tuple[int, int, tuple[str, ..
 def build(
     document: SourceDocument, results: list[LaneResult], lanes: list[str], window: int = 1
 ) -> EvidenceContext:
-    return build_evidence_context(document, results, lanes=lanes, window_units=window)
+    return build_evidence_context(document, results, lanes=lanes, window_units=window, kinds=KINDS)
 
 
 def profile(
-    evidence: dict[str, Any] | None = None, lanes: tuple[str, ...] = ("things", "scenes", "opaque")
+    evidence: dict[str, Any] | None = None, lanes: tuple[str, ...] = ("things", "scenes")
 ) -> dict[str, Any]:
-    modules = {
-        "things": "test.evidence-plural",
-        "more-things": "test.evidence-plural",
-        "scenes": "test.evidence-scene",
-        "opaque": "test.evidence-opaque",
-    }
     data: dict[str, Any] = {
         "version": 1,
         "pipeline": {
             "id": "p1",
             "llm_profile": "test-double",
-            "lanes": [{"id": lane, "extract": {"module": modules[lane]}} for lane in lanes],
+            "lanes": [{"id": lane} for lane in lanes],
         },
     }
     if evidence is not None:
@@ -240,7 +186,9 @@ def profile(
 
 def resolve(data: dict[str, Any], **kwargs: Any) -> ResolvedPipeline:
     parsed = parse_profile(data, profile_name="p.yaml")
-    return resolve_pipeline(parsed, profile_name="p.yaml", base_dir=Path("."), **kwargs)
+    return resolve_pipeline(
+        parsed, profile_name="p.yaml", base_dir=Path("."), registry=REGISTRY, **kwargs
+    )
 
 
 def resolution_error(data: dict[str, Any], **kwargs: Any) -> ProfileError:
@@ -281,9 +229,14 @@ def published_files(evidence: EvidenceContext | None, results: list[LaneResult])
         completed_at="t1",
         wall_time_s=1.0,
         evidence_enabled=False,
+        kinds=KINDS,
     )
     files = assemble_bundle(
-        manifest=manifest, chunk_result=chunks, lane_results=results, evidence_context=evidence
+        manifest=manifest,
+        chunk_result=chunks,
+        lane_results=results,
+        evidence_context=evidence,
+        kinds=KINDS,
     )
     return {name: json.loads(data) for name, data in encode_bundle(files).items()}
 
@@ -309,13 +262,13 @@ def document() -> SourceDocument:
 def test_evidence_publication_is_disabled_by_default() -> None:
     pipeline = resolve(profile())
     assert pipeline.output_options == {"evidence_context": None}
-    assert build_evidence_context_asset(pipeline) is None
+    assert build_evidence_context_asset(pipeline, REGISTRY) is None
 
 
 def test_enabled_false_is_the_same_as_absent() -> None:
     pipeline = resolve(profile({"enabled": False}))
     assert pipeline.output_options == {"evidence_context": None}
-    assert build_evidence_context_asset(pipeline) is None
+    assert build_evidence_context_asset(pipeline, REGISTRY) is None
 
 
 def test_disabled_bundle_has_no_evidence_file_or_descriptor() -> None:
@@ -400,25 +353,12 @@ def test_duplicate_allowlisted_lane_fails_resolution() -> None:
     assert "duplicate" in str(err)
 
 
-def test_lane_whose_kind_exposes_no_evidence_fails_resolution() -> None:
-    err = resolution_error(profile({"enabled": True, "lanes": ["opaque"]}))
-    assert err.key_path == "pipeline.output.options.evidence_context.lanes[0]"
-    assert "exposes no source evidence" in str(err)
-
-
-def test_unsupported_kind_fails_even_when_its_lane_is_filtered_out_of_the_run() -> None:
-    err = resolution_error(
-        profile({"enabled": True, "lanes": ["opaque", "things"]}), lanes=["things"]
-    )
-    assert "exposes no source evidence" in str(err)
-
-
 def test_invocation_lane_filtering_keeps_the_configured_allowlist(document: SourceDocument) -> None:
     pipeline = resolve(
         profile({"enabled": True, "lanes": ["scenes", "things"], "window_units": 0}),
         lanes=["things"],
     )
-    asset = build_evidence_context_asset(pipeline)
+    asset = build_evidence_context_asset(pipeline, REGISTRY)
     assert asset is not None
     assert set(asset.keys_by_input_name) == {"source_document", "things"}
     evidence = build(document, [things("things", [(4, 4)])], ["scenes", "things"], window=0)
@@ -428,7 +368,7 @@ def test_invocation_lane_filtering_keeps_the_configured_allowlist(document: Sour
 
 def test_asset_depends_on_the_source_and_only_allowlisted_lanes() -> None:
     pipeline = resolve(profile({"enabled": True, "lanes": ["things"]}))
-    asset = build_evidence_context_asset(pipeline)
+    asset = build_evidence_context_asset(pipeline, REGISTRY)
     assert asset is not None
     assert asset.key == AssetKey("evidence_context")
     assert set(asset.keys_by_input_name) == {"source_document", "things"}
@@ -637,7 +577,7 @@ def test_accepted_payload_that_does_not_match_its_kind_fails_content_safely(
 
 def test_evidence_asset_fails_the_run_on_an_invalid_reference() -> None:
     pipeline = resolve(profile({"enabled": True, "lanes": ["things"]}))
-    asset = build_evidence_context_asset(pipeline)
+    asset = build_evidence_context_asset(pipeline, REGISTRY)
     assert asset is not None
     doc = make_document(texts=TEXTS)
     with invocation() as context, pytest.raises(Failure) as info:
@@ -647,7 +587,7 @@ def test_evidence_asset_fails_the_run_on_an_invalid_reference() -> None:
 
 def test_evidence_asset_returns_the_document_with_counts_only() -> None:
     pipeline = resolve(profile({"enabled": True, "lanes": ["things"], "window_units": 1}))
-    asset = build_evidence_context_asset(pipeline)
+    asset = build_evidence_context_asset(pipeline, REGISTRY)
     assert asset is not None
     doc = make_document(texts=TEXTS)
     with invocation() as context:

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict
 
-from notarius_dagster.engine.artifact_kinds import ArtifactKind, register_kind
+from notarius_dagster.engine.artifact_kinds import ArtifactKind
 from notarius_dagster.engine.evidence import build_evidence_context
 from notarius_dagster.engine.lane_runner import LaneResult
 from notarius_dagster.engine.models import SourceRef
@@ -36,16 +36,14 @@ def _refs(artifact: BaseModel) -> list[SourceRef]:
     return [ref for item in artifact.items for ref in item.source_refs]
 
 
-KIND = register_kind(
-    ArtifactKind(
-        kind="test/evidence-property",
-        model=CitedList,
-        schema_id="test.evidence_property",
-        schema_name="test_evidence_property_v1",
-        schema_version="v1",
-        items_field="items",
-        project_source_refs=_refs,
-    )
+KIND = ArtifactKind(
+    kind="test/evidence-property",
+    model=CitedList,
+    schema_id="test.evidence_property",
+    schema_name="test_evidence_property_v1",
+    schema_version="v1",
+    items_field="items",
+    project_source_refs=_refs,
 )
 
 
@@ -96,7 +94,11 @@ def test_contexts_equal_the_unit_by_unit_union_of_windows(scenario: dict) -> Non
         for lane, refs in scenario["cited"].items()
     ]
     evidence = build_evidence_context(
-        document, results, lanes=scenario["allowlist"], window_units=window
+        document,
+        results,
+        lanes=scenario["allowlist"],
+        window_units=window,
+        kinds={KIND.kind: KIND},
     )
 
     # Brute force: which lanes cite which (start, end) positions; which positions are in.

@@ -4,6 +4,7 @@ lines, LLM errors by type, and no model call after a failed chunk."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable
@@ -12,18 +13,20 @@ from typing import Any, Literal
 import pytest
 from pydantic import BaseModel, ConfigDict
 
-from notarius_dagster.engine.artifact_kinds import ArtifactKind, register_kind
-from notarius_dagster.engine.catalog import CATALOG, ModuleSpec
 from notarius_dagster.engine.chunking import make_chunk
 from notarius_dagster.engine.contracts import BaseExtractor, ExtractRequest, LLMUsage, ModuleOutput
 from notarius_dagster.engine.errors import LaneError, LLMError, TransientLLMError
+from notarius_dagster.engine.lane_models import AnswerSpec
 from notarius_dagster.engine.lane_runner import LaneResult, run_lane
+from notarius_dagster.engine.lanes import LaneModules, LaneSpec
 from notarius_dagster.engine.models import RunWarning, SourceDocument, SourceRef
+from notarius_dagster.engine.registry import LaneRegistry
 from notarius_dagster.engine.resolution import ResolvedLane, ResolvedStage
 
 
 class Item(BaseModel):
     model_config = ConfigDict(extra="forbid")
+    id: str | None = None
     name: str
     source_refs: list[SourceRef]
 
@@ -36,18 +39,6 @@ class ItemList(BaseModel):
     items: list[Item]
 
 
-register_kind(
-    ArtifactKind(
-        kind="test/item-list",
-        model=ItemList,
-        schema_id="test.items",
-        schema_name="test_items_v1",
-        schema_version="v1",
-        items_field="items",
-        project_source_refs=lambda a: [r for i in a.items for r in i.source_refs],
-    )
-)  # type: ignore[attr-defined]
-
 Script = Callable[[ExtractRequest, int], ModuleOutput]
 SCRIPT: dict[str, Script] = {}
 ATTEMPTS: dict[str, int] = {}
@@ -56,7 +47,7 @@ ATTEMPTS: dict[str, int] = {}
 class ScriptedExtractor(BaseExtractor):
     """Behaves per chunk and attempt as the test's script says."""
 
-    def __init__(self, options: dict[str, Any]) -> None:
+    def __init__(self, lane: LaneSpec, options: dict[str, Any]) -> None:
         self.options = options
 
     def extract(self, request: ExtractRequest) -> ModuleOutput:
@@ -65,12 +56,43 @@ class ScriptedExtractor(BaseExtractor):
         return SCRIPT["fn"](request, ATTEMPTS[key])
 
 
-CATALOG.register(
-    ModuleSpec(
-        key="test.scripted", stage="extract", artifact_kind="test/item-list", requires=("chunks",)
-    ),
-    ScriptedExtractor,
+class AppendMerger:
+    """Concatenates the records of the accepted extracts in chunk order."""
+
+    def __init__(self, lane: LaneSpec, options: dict[str, Any]) -> None:
+        self.lane = lane
+
+    def merge(self, request: Any) -> ModuleOutput:
+        records = [r for e in request.extracts for r in e.payload["items"]]
+        return ModuleOutput(payload=self.lane.envelope(request.document.source_id, records))
+
+
+class PassNormalizer:
+    """Passes the merged artifact through unchanged."""
+
+    def __init__(self, lane: LaneSpec, options: dict[str, Any]) -> None:
+        pass
+
+    def normalize(self, request: Any) -> ModuleOutput:
+        return ModuleOutput(payload=request.merged.payload)
+
+
+ITEMS = LaneSpec(
+    lane_id="items",
+    kind="test/item-list",
+    schema_id="test.items",
+    record_model=Item,
+    answer=AnswerSpec("ItemAnswer"),
+    modules=LaneModules(extract=ScriptedExtractor, merge=AppendMerger, normalize=PassNormalizer),
 )
+REGISTRY = LaneRegistry(lanes=(ITEMS,))
+
+
+def with_modules(**modules: Any) -> LaneRegistry:
+    """The test registry with the items lane's modules replaced."""
+    return LaneRegistry(
+        lanes=(dataclasses.replace(ITEMS, modules=dataclasses.replace(ITEMS.modules, **modules)),)
+    )
 
 
 def payload(request: ExtractRequest, names: list[str], cite: int | None = None) -> dict[str, Any]:
@@ -122,8 +144,8 @@ def lane(
         id="items",
         kind="test/item-list",
         extract=st("extract", "test.scripted", validators, retries),
-        merge=st("merge", "appendorder", ("schema", "refs_in_document")),
-        normalize=st("normalize", "noop", ("schema", "refs_in_document")),
+        merge=st("merge", "test.append", ("schema", "refs_in_document")),
+        normalize=st("normalize", "test.pass", ("schema", "refs_in_document")),
     )
 
 
@@ -141,7 +163,7 @@ def run(
         client=None,
         session_id="s1",
         llm_fingerprint="fp",
-        **(run_kw or {}),
+        **{"registry": REGISTRY, **(run_kw or {})},
     )
 
 
@@ -156,7 +178,7 @@ def test_runner_fills_provenance(doc: SourceDocument) -> None:
     seen: list[dict[str, Any]] = []
 
     class Recorder:
-        def __init__(self, options: dict[str, Any]) -> None:
+        def __init__(self, lane: LaneSpec, options: dict[str, Any]) -> None:
             pass
 
         def merge(self, request: Any) -> ModuleOutput:
@@ -167,7 +189,6 @@ def test_runner_fills_provenance(doc: SourceDocument) -> None:
         items = [i for e in request.extracts for i in e.payload["items"]]
         return {"kind": "test/item-list", "schema_version": "v1", "source_id": "s1", "items": items}
 
-    CATALOG.register(ModuleSpec(key="test.recorder", stage="merge", requires=("chunks",)), Recorder)
     SCRIPT["fn"] = lambda req, n: good(req)
     ATTEMPTS.clear()
     the_lane = lane().model_copy(
@@ -181,6 +202,7 @@ def test_runner_fills_provenance(doc: SourceDocument) -> None:
         client=None,
         session_id="s1",
         llm_fingerprint="fp",
+        registry=with_modules(merge=Recorder),
     )
     assert seen == [
         {
@@ -365,14 +387,6 @@ class MaterialExtractor(ScriptedExtractor):
         return {"prompt_sha256": MaterialExtractor.material["prompt"]}
 
 
-CATALOG.register(
-    ModuleSpec(
-        key="test.material", stage="extract", artifact_kind="test/item-list", requires=("chunks",)
-    ),
-    MaterialExtractor,
-)
-
-
 def test_fingerprint_material_changes_the_checkpoint_key_and_metadata_reaches_the_result(
     doc: SourceDocument,
 ) -> None:
@@ -394,6 +408,7 @@ def test_fingerprint_material_changes_the_checkpoint_key_and_metadata_reaches_th
             session_id="s1",
             llm_fingerprint="fp",
             checkpoints=store,
+            registry=with_modules(extract=MaterialExtractor),
         )
 
     MaterialExtractor.material = {"prompt": "sha256:one"}
@@ -464,6 +479,7 @@ def test_after_a_failed_chunk_the_chunks_not_started_never_call_the_extractor(
             llm_fingerprint="fp",
             max_concurrency=2,
             progress=lines.append,
+            registry=REGISTRY,
         )
     assert ATTEMPTS == {"chunk-0000": 1, "chunk-0001": 1}
     assert lines == ["items: chunk 1/5 chunk-0000 llm"]
@@ -491,6 +507,7 @@ def test_progress_is_bounded_by_deciles_with_the_first_and_the_last_chunk(
         llm_fingerprint="fp",
         progress=lines.append,
         max_concurrency=4,
+        registry=REGISTRY,
     )
     chunk_lines = [line for line in lines if ": chunk " in line]
     assert len(chunk_lines) == 11

@@ -11,8 +11,6 @@ from typing import Any
 
 import pytest
 
-from notarius_dagster.engine.artifact_kinds import get_kind
-from notarius_dagster.engine.catalog import CATALOG
 from notarius_dagster.engine.chunking import make_chunk
 from notarius_dagster.engine.contracts import (
     ExtractRequest,
@@ -24,7 +22,8 @@ from notarius_dagster.engine.contracts import (
 )
 from notarius_dagster.engine.models import Chunk, SourceDocument
 from notarius_dagster.engine.references import prepare_generated
-from notarius_dagster.engine.validators import ValidationContext, get_validator
+from notarius_dagster.engine.validators import ValidationContext
+from notarius_dagster.modules import registry
 from notarius_dagster.settings import REPO_ROOT
 from tests.conftest import make_document
 from tests.lane_doubles import (
@@ -50,7 +49,7 @@ def npcs_reference(artifact: dict[str, Any] = NPCS) -> PreparedReference:
     binding = next(
         b for b in complete_pipeline().lane("combat-turns").extract.references if b.slot == "npcs"
     )
-    return prepare_generated(binding, artifact)
+    return prepare_generated(binding, artifact, registry().kinds())
 
 
 def request(doc: SourceDocument, chunk: Chunk, npcs: bool = True) -> ExtractRequest:
@@ -92,7 +91,7 @@ def test_a_turn_cites_its_units_and_keeps_its_outcome(doc: SourceDocument) -> No
     assert record["round"] == 1 and record["targets"] == ["Gustav"]
     assert record["outcome"] == {"hit": True, "damage": "12", "effect": None}
     assert record["source_refs"] == [{"source_id": "s1", "start_unit_id": 2, "end_unit_id": 3}]
-    assert get_kind(KIND).parse(payload)
+    assert registry().kind(KIND).parse(payload)
 
 
 def test_an_actor_naming_an_npc_by_name_or_alias_gets_its_id(doc: SourceDocument) -> None:
@@ -135,12 +134,12 @@ class ContextWithReferences(ValidationContext):
 
 
 def _rule_problems(doc: SourceDocument, payload: dict[str, Any], refs: Any) -> list[str]:
-    rule = get_validator("dnd.combat_turns.npc_grounding")
+    rule = registry().lane("combat-turns").rules()["dnd.combat_turns.npc_grounding"]
     ctx = ContextWithReferences(
         stage="extract",
         lane_id="combat-turns",
         module_key="x",
-        kind=get_kind(KIND),
+        kind=registry().kind(KIND),
         document=doc,
         references=refs,
     )
@@ -173,9 +172,13 @@ def test_lane_rule_stands_aside_while_the_engine_gives_validators_no_references(
 ) -> None:
     payload, _ = convert(doc, make_chunk(doc, 0, doc.units), [turn("Gustav Fletching", [1])])
     payload["combat_turns"][0]["actor_npc_id"] = None
-    rule = get_validator("dnd.combat_turns.npc_grounding")
+    rule = registry().lane("combat-turns").rules()["dnd.combat_turns.npc_grounding"]
     ctx = ValidationContext(
-        stage="extract", lane_id="combat-turns", module_key="x", kind=get_kind(KIND), document=doc
+        stage="extract",
+        lane_id="combat-turns",
+        module_key="x",
+        kind=registry().kind(KIND),
+        document=doc,
     )
     assert rule(ctx, ModuleOutput(payload=payload)) == []
 
@@ -195,7 +198,7 @@ def test_merge_folds_the_same_turn_seen_by_overlapping_chunks(doc: SourceDocumen
     first, second = make_chunk(doc, 0, doc.units[:6]), make_chunk(doc, 1, doc.units[4:])
     a, _ = convert(doc, first, [turn("Beau", [4, 5], hit=True), turn("Caleb", [2])])
     b, _ = convert(doc, second, [turn("Beau", [5, 6], hit=True), turn("Beau", [8], hit=False)])
-    merger = CATALOG.build("merge", "dnd.combat_turns.merge", {})
+    merger = registry().lane("combat-turns").merger()
     merged = merger.merge(
         MergeRequest(doc, (ModuleOutput(payload=a), ModuleOutput(payload=b)), _ctx())
     ).payload
@@ -217,7 +220,7 @@ def test_normalize_numbers_turns_in_source_order_stably() -> None:
     payload, _ = convert(
         doc, chunk, [turn("Late", [10]), turn("Early", [50]), turn("Middle", [30])], npcs=False
     )
-    normalizer = CATALOG.build("normalize", "dnd.combat_turns.normalize", {})
+    normalizer = registry().lane("combat-turns").normalizer()
     req = NormalizeRequest(doc, ModuleOutput(payload=payload), _ctx())
     out = normalizer.normalize(req).payload
     assert [(t["id"], t["actor"]) for t in out["combat_turns"]] == [
@@ -264,15 +267,14 @@ def test_the_lane_runs_end_to_end_and_its_rules_accept_the_result(doc: SourceDoc
 
 def test_the_checked_in_schema_is_the_models() -> None:
     path = REPO_ROOT / "schemas" / "notarius.dnd.combat_turn_list.json"
-    assert json.loads(path.read_text()) == get_kind(KIND).json_schema()
+    assert json.loads(path.read_text()) == registry().kind(KIND).json_schema()
 
 
 @pytest.mark.parametrize(
     "module", ["dnd.combat_turns.extract", "dnd.combat_turns.merge", "dnd.combat_turns.normalize"]
 )
 def test_unknown_options_are_refused(module: str) -> None:
-    from notarius_dagster.engine.catalog import CATALOG
-
     stage = module.rsplit(".", 1)[1]
+    lane = registry().lane("combat-turns")
     with pytest.raises(ValueError, match="unknown option"):
-        CATALOG.build(stage, module, {"surprise": True})
+        getattr(lane.modules, stage)(lane, {"surprise": True})

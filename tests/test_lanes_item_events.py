@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 
 from notarius_dagster.dnd.item_events.lane import LANE
-from notarius_dagster.engine.artifact_kinds import get_kind
 from notarius_dagster.engine.chunking import make_chunk
 from notarius_dagster.engine.contracts import ExtractRequest, RunContext
 from notarius_dagster.engine.models import SourceDocument
 from notarius_dagster.engine.references import prepare_generated
 from notarius_dagster.engine.validators import schema_problems
+from notarius_dagster.modules import registry
 from notarius_dagster.settings import REPO_ROOT
 from tests.conftest import make_document
 from tests.lane_doubles import (
@@ -46,7 +46,7 @@ def convert(doc: SourceDocument, events: list[dict[str, Any]], npcs: bool = True
     binding = next(
         b for b in complete_pipeline().lane("item-events").extract.references if b.slot == "npcs"
     )
-    refs = {"npcs": prepare_generated(binding, NPCS)} if npcs else {}
+    refs = {"npcs": prepare_generated(binding, NPCS, registry().kinds())} if npcs else {}
     ctx = RunContext(
         session_id="s1",
         lane_id="item-events",
@@ -64,7 +64,7 @@ def convert(doc: SourceDocument, events: list[dict[str, Any]], npcs: bool = True
 
 
 def test_the_schema_and_the_payload_use_the_key_from() -> None:
-    schema = get_kind(KIND).json_schema()
+    schema = registry().kind(KIND).json_schema()
     props = schema["$defs"]["ItemEvent"]["properties"]
     assert "from" in props and "from_" not in props
     assert (
@@ -76,9 +76,9 @@ def test_the_schema_and_the_payload_use_the_key_from() -> None:
 
 def test_a_payload_with_from_underscore_is_a_schema_problem(doc: SourceDocument) -> None:
     payload, _ = convert(doc, [event("dagger", "given", [1], **{"from": "Beau"})], npcs=False)
-    assert schema_problems(get_kind(KIND), payload) == []
+    assert schema_problems(registry().kind(KIND), payload) == []
     payload["item_events"][0]["from_"] = payload["item_events"][0].pop("from")
-    assert schema_problems(get_kind(KIND), payload)
+    assert schema_problems(registry().kind(KIND), payload)
 
 
 def test_from_and_to_are_grounded_and_unmatched_parties_counted(doc: SourceDocument) -> None:
@@ -141,4 +141,4 @@ def test_the_lane_runs_end_to_end_in_source_order() -> None:
 
 def test_the_checked_in_schema_is_the_models() -> None:
     path = REPO_ROOT / "schemas" / "notarius.dnd.item_event_list.json"
-    assert json.loads(path.read_text()) == get_kind(KIND).json_schema()
+    assert json.loads(path.read_text()) == registry().kind(KIND).json_schema()

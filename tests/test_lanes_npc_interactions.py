@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 import yaml
 
-from notarius_dagster.engine.artifact_kinds import get_kind
 from notarius_dagster.engine.chunking import make_chunk
 from notarius_dagster.engine.config import parse_profile
 from notarius_dagster.engine.contracts import ExtractRequest, RunContext
@@ -18,6 +17,7 @@ from notarius_dagster.engine.errors import ProfileError
 from notarius_dagster.engine.models import SourceDocument
 from notarius_dagster.engine.references import prepare_generated
 from notarius_dagster.engine.resolution import resolve_pipeline
+from notarius_dagster.modules import registry
 from notarius_dagster.settings import REPO_ROOT
 from tests.conftest import make_document
 from tests.lane_doubles import (
@@ -39,11 +39,11 @@ NPCS = npc_artifact(
 def test_the_npcs_reference_is_required_at_resolution() -> None:
     data: dict[str, Any] = yaml.safe_load(COMPLETE_PROFILE.read_text())
     lane = next(x for x in data["pipeline"]["lanes"] if x["id"] == "npc-interactions")
-    del lane["extract"]["references"]
+    del lane["references"]
     profile = parse_profile(data, profile_name="p.yaml")
     with pytest.raises(ProfileError) as info:
-        resolve_pipeline(profile, profile_name="p.yaml", base_dir=REPO_ROOT)
-    assert info.value.key_path.endswith(".extract.references.npcs")
+        resolve_pipeline(profile, profile_name="p.yaml", base_dir=REPO_ROOT, registry=registry())
+    assert info.value.key_path.endswith("].references.npcs")
 
 
 def test_the_prompt_lists_known_npc_names_only() -> None:
@@ -74,7 +74,7 @@ def convert(doc: SourceDocument, items: list[dict[str, Any]]):
         lane_id="npc-interactions",
         module_key="x",
         options={},
-        references={"npcs": prepare_generated(binding, NPCS)},
+        references={"npcs": prepare_generated(binding, NPCS, registry().kinds())},
         client=None,
     )
     return answer_payload(
@@ -142,4 +142,4 @@ def test_the_lane_runs_end_to_end_in_source_order() -> None:
 
 def test_the_checked_in_schema_is_the_models() -> None:
     path = REPO_ROOT / "schemas" / "notarius.dnd.npc_interaction_list.json"
-    assert json.loads(path.read_text()) == get_kind(KIND).json_schema()
+    assert json.loads(path.read_text()) == registry().kind(KIND).json_schema()

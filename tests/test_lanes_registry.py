@@ -14,18 +14,17 @@ from typing import Any
 import pytest
 import yaml
 
-from notarius_dagster.dnd import load_lanes
 from notarius_dagster.dnd.spells.lane import LANE as SPELLS
-from notarius_dagster.engine.artifact_kinds import get_kind
-from notarius_dagster.engine.catalog import CATALOG
 from notarius_dagster.engine.chunking import make_chunk
 from notarius_dagster.engine.lane_models import AnswerSpec
 from notarius_dagster.engine.lane_runner import run_lane
-from notarius_dagster.engine.lanes import GoldMatch, LaneSpec, register_lane, registered_lanes
+from notarius_dagster.engine.lanes import GoldMatch, LaneSpec, load_lane_folder
+from notarius_dagster.engine.registry import LaneRegistry
 from notarius_dagster.engine.resolution import resolve_profile_file
-from notarius_dagster.engine.validators import known_validators, schema_problems
+from notarius_dagster.engine.validators import schema_problems
 from notarius_dagster.llm.client import LiteLLMClient
 from notarius_dagster.llm.test_double import double_profile, scripted_llm
+from notarius_dagster.modules import registry
 from notarius_dagster.schemas import generated, lane_table, lanes_doc, stale_docs
 from notarius_dagster.settings import REPO_ROOT
 from tests.conftest import make_document
@@ -34,7 +33,7 @@ DND = REPO_ROOT / "notarius_dagster" / "dnd"
 
 
 def dnd_lanes() -> list[LaneSpec]:
-    return [lane for lane in registered_lanes().values() if lane.kind.startswith("dnd/")]
+    return [lane for lane in registry().lanes if lane.kind.startswith("dnd/")]
 
 
 def test_the_six_lanes_are_registered_from_their_folders() -> None:
@@ -83,7 +82,7 @@ def test_the_answer_is_the_record_without_runner_fields_plus_cited_units() -> No
 
 
 def test_the_list_envelope_is_derived_and_strict() -> None:
-    kind = get_kind("dnd/spell-list")
+    kind = registry().kind("dnd/spell-list")
     assert kind.model is SPELLS.list_model and kind.items_field == "spells"
     assert list(kind.model.model_fields) == ["kind", "schema_version", "source_id", "spells"]
     payload = SPELLS.envelope("s1", [])
@@ -102,7 +101,7 @@ def test_a_unique_field_makes_a_repeating_artifact_malformed() -> None:
         "summary": "",
         "source_ref": {"source_id": "s1", "start_unit_id": 0, "end_unit_id": 1},
     }
-    kind = get_kind("dnd/scene-description-list")
+    kind = registry().kind("dnd/scene-description-list")
     payload = {
         "kind": kind.kind,
         "schema_version": "v1",
@@ -140,16 +139,16 @@ def test_what_the_evaluation_matches_on_names_record_fields_checked_at_declarati
 
 
 def test_a_kind_is_registered_by_one_lane_only() -> None:
-    assert register_lane(SPELLS) is SPELLS  # the same spec again: nothing happens
+    assert LaneRegistry(lanes=(SPELLS,)).lane("spells") is SPELLS
     other = LaneSpec(
-        lane_id="spells",
+        lane_id="other-spells",
         kind="dnd/spell-list",
         record_model=SPELLS.record_model,
         answer=SPELLS.answer,
         modules=SPELLS.modules,
     )
     with pytest.raises(ValueError, match="registered twice"):
-        register_lane(other)
+        LaneRegistry(lanes=(SPELLS, other))
 
 
 def test_the_checked_in_lane_table_is_the_registrys() -> None:
@@ -209,14 +208,7 @@ PROFILE = {
         "id": "throwaway",
         "chunk": {"module": "generic", "options": {"max_units": 3}},
         "llm_profile": "test-double",
-        "lanes": [
-            {
-                "id": "sightings",
-                "extract": {"module": "test.sightings.extract"},
-                "merge": {"module": "test.sightings.merge"},
-                "normalize": {"module": "test.sightings.normalize"},
-            }
-        ],
+        "lanes": [{"id": "sightings"}],
         "output": {"module": "json"},
     },
 }
@@ -249,16 +241,18 @@ def sightings(messages: list[dict[str, Any]], response_format: Any) -> str:
 
 def test_adding_a_lane_is_one_folder_and_one_profile_entry(tmp_path: Path) -> None:
     folder = write_lane(tmp_path)
-    assert load_lanes([folder])[-1] == "sightings"
-    assert load_lanes([folder])[-1] == "sightings"  # loading again registers nothing new
+    spec = load_lane_folder(folder)
+    assert spec.lane_id == "sightings"
+    assert load_lane_folder(folder) is spec  # loading again gives the same spec
+    lanes = registry().with_lanes(spec)
     profile = tmp_path / "profile.yaml"
     profile.write_text(yaml.safe_dump(PROFILE))
 
-    pipeline = resolve_profile_file(profile, llm_profile="test-double")
+    pipeline = resolve_profile_file(profile, llm_profile="test-double", registry=lanes)
     lane = pipeline.lane("sightings")
     assert lane.kind == "test/sighting-list"
     assert lane.normalize.validators == ("schema", "refs_in_document", "test.sightings.ids")
-    assert "test.sightings.ids" in known_validators()
+    assert set(spec.rules()) == {"test.sightings.ids"}
 
     texts = ["A wolf howls.", "Nothing.", "Another wolf!", "Quiet.", "The wolf returns."]
     doc = make_document(list(range(5)), texts=texts)
@@ -272,6 +266,7 @@ def test_adding_a_lane_is_one_folder_and_one_profile_entry(tmp_path: Path) -> No
             client=LiteLLMClient(double_profile(), retry_backoff_s=0),
             session_id="s1",
             llm_fingerprint="test-double",
+            registry=lanes,
         )
     assert result.status == "accepted" and result.rejections == ()
     records = result.payload["sightings"]
@@ -283,8 +278,9 @@ def test_adding_a_lane_is_one_folder_and_one_profile_entry(tmp_path: Path) -> No
     assert [r["source_refs"][0]["start_unit_id"] for r in records] == [0, 2, 4]
     sent = double.calls[0].messages  # the json_object rung spells the schema out
     assert "SightingAnswerItem" in json.dumps(sent)
-    assert get_kind("test/sighting-list").preview_fields == ("id", "creature")
-    assert CATALOG.spec("extract", "test.sightings.extract") is not None
+    assert lanes.kind("test/sighting-list").preview_fields == ("id", "creature")
+    assert lane.extract.module == "test.sightings.extract"
+    assert "sightings" not in registry().lane_ids()  # the D&D registry is a value: untouched
     # A test lane is never published: no schema file, no row in the docs' table.
     assert not any(name.startswith("test.") for name in generated())
     assert "sightings" not in lane_table()

@@ -8,12 +8,11 @@ from typing import Any
 
 import pytest
 
-from notarius_dagster.engine.artifact_kinds import get_kind
-from notarius_dagster.engine.catalog import CATALOG
 from notarius_dagster.engine.chunking import make_chunk
 from notarius_dagster.engine.contracts import ModuleOutput, NormalizeRequest, RunContext
 from notarius_dagster.engine.models import Chunk, SourceDocument
-from notarius_dagster.engine.validators import ValidationContext, get_validator
+from notarius_dagster.engine.validators import ValidationContext
+from notarius_dagster.modules import registry
 from notarius_dagster.settings import REPO_ROOT
 from tests.conftest import make_document
 from tests.lane_doubles import RecordingClient, complete_pipeline, run_one_lane, scene_artifact
@@ -83,7 +82,7 @@ def test_a_chunk_with_any_fighting_is_classified_combat_by_the_double() -> None:
 
 
 def test_the_evidence_is_one_reference_and_the_projection_returns_it() -> None:
-    kind = get_kind(KIND)
+    kind = registry().kind(KIND)
     schema = kind.json_schema()
     record = schema["$defs"]["SceneDescription"]
     assert record["properties"]["source_ref"] == {"$ref": "#/$defs/SourceRef"}
@@ -99,7 +98,7 @@ def _extract_ctx(doc: SourceDocument, chunk: Chunk) -> ValidationContext:
         stage="extract",
         lane_id="scene-descriptions",
         module_key="x",
-        kind=get_kind(KIND),
+        kind=registry().kind(KIND),
         document=doc,
         chunk=chunk,
     )
@@ -125,7 +124,7 @@ def test_extract_rule_requires_exactly_the_chunks_scene(
 ) -> None:
     chunk = make_chunk(doc, 0, doc.units[:4])
     artifact = scene_artifact([chunk], "narrative")
-    rule = get_validator("dnd.scene_descriptions.one_per_chunk")
+    rule = registry().lane("scene-descriptions").rules()["dnd.scene_descriptions.one_per_chunk"]
     assert rule(_extract_ctx(doc, chunk), ModuleOutput(payload=artifact)) == []
     damage(artifact)
     problems = rule(_extract_ctx(doc, chunk), ModuleOutput(payload=artifact))
@@ -140,11 +139,11 @@ def test_merge_rule_refuses_a_scene_that_is_not_an_accepted_chunks(
         stage="merge",
         lane_id="scene-descriptions",
         module_key="x",
-        kind=get_kind(KIND),
+        kind=registry().kind(KIND),
         document=doc,
         extracts=extracts,
     )
-    rule = get_validator("dnd.scene_descriptions.chunk_coverage")
+    rule = registry().lane("scene-descriptions").rules()["dnd.scene_descriptions.chunk_coverage"]
     merged = scene_artifact(chunks, "narrative")
     assert rule(ctx, ModuleOutput(payload=merged)) == []
     merged["scene_descriptions"][1]["kind"] = "combat"
@@ -175,11 +174,11 @@ def test_normalize_rule_requires_unique_ids_and_ranges_inside_the_document(
         stage="normalize",
         lane_id="scene-descriptions",
         module_key="x",
-        kind=get_kind(KIND),
+        kind=registry().kind(KIND),
         document=doc,
         merged=ModuleOutput(payload=scene_artifact(chunks, "recap")),
     )
-    rule = get_validator("dnd.scene_descriptions.consistent")
+    rule = registry().lane("scene-descriptions").rules()["dnd.scene_descriptions.consistent"]
     assert rule(ctx, ModuleOutput(payload=artifact)) == []
     damage(artifact)
     assert any(problem in p for p in rule(ctx, ModuleOutput(payload=artifact)))
@@ -197,18 +196,17 @@ def test_normalize_orders_scenes_by_source_position_and_keeps_chunk_ids() -> Non
         references={},
         client=None,
     )
-    normalizer = CATALOG.build("normalize", "dnd.scene_descriptions.normalize", {})
+    normalizer = registry().lane("scene-descriptions").normalizer()
     out = normalizer.normalize(NormalizeRequest(doc, merged, ctx)).payload
     assert [s["scene_id"] for s in out["scene_descriptions"]] == ["chunk-0001", "chunk-0000"]
 
 
 def test_unknown_options_are_refused() -> None:
-    from notarius_dagster.engine.catalog import CATALOG
-
+    lane = registry().lane("scene-descriptions")
     with pytest.raises(ValueError, match="unknown option"):
-        CATALOG.build("extract", "dnd.scene_descriptions.extract", {"temperature": 1})
+        lane.modules.extract(lane, {"temperature": 1})
 
 
 def test_the_checked_in_schema_is_the_models() -> None:
     path = REPO_ROOT / "schemas" / "notarius.dnd.scene_description_list.json"
-    assert json.loads(path.read_text()) == get_kind(KIND).json_schema()
+    assert json.loads(path.read_text()) == registry().kind(KIND).json_schema()

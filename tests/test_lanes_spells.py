@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from notarius_dagster.engine.artifact_kinds import get_kind
 from notarius_dagster.engine.chunking import make_chunk
 from notarius_dagster.engine.contracts import ExtractRequest, RunContext
 from notarius_dagster.engine.models import SourceDocument
 from notarius_dagster.engine.references import prepare_generated
 from notarius_dagster.engine.validators import schema_problems
+from notarius_dagster.modules import registry
 from notarius_dagster.settings import REPO_ROOT
 from tests.conftest import make_document
 from tests.lane_doubles import answer_payload, complete_pipeline, npc_artifact, run_one_lane
@@ -45,7 +45,7 @@ def convert(doc: SourceDocument, spells: list[dict[str, Any]], npcs: bool = True
     binding = next(
         b for b in complete_pipeline().lane("spells").extract.references if b.slot == "npcs"
     )
-    refs = {"npcs": prepare_generated(binding, NPCS)} if npcs else {}
+    refs = {"npcs": prepare_generated(binding, NPCS, registry().kinds())} if npcs else {}
     ctx = RunContext(
         session_id="s1", lane_id="spells", module_key="x", options={}, references=refs, client=None
     )
@@ -61,7 +61,7 @@ def test_a_casting_cites_its_units_and_blank_outcome_is_null(doc: SourceDocument
     record = payload["spells"][0]
     assert record["outcome"] is None and record["level"] == 0
     assert record["source_refs"] == [{"source_id": "s1", "start_unit_id": 3, "end_unit_id": 4}]
-    assert schema_problems(get_kind(KIND), payload) == []
+    assert schema_problems(registry().kind(KIND), payload) == []
 
 
 def test_a_caster_naming_an_npc_gets_its_id_others_are_counted(doc: SourceDocument) -> None:
@@ -75,14 +75,11 @@ def test_a_caster_naming_an_npc_gets_its_id_others_are_counted(doc: SourceDocume
 def test_a_spell_level_outside_0_to_9_is_a_schema_problem(doc: SourceDocument) -> None:
     payload, _ = convert(doc, [spell("Beau", "Wish", [1])], npcs=False)
     payload["spells"][0]["level"] = 12
-    assert schema_problems(get_kind(KIND), payload)
+    assert schema_problems(registry().kind(KIND), payload)
 
 
 def test_the_npcs_and_roster_slots_are_optional() -> None:
-    from notarius_dagster.engine.catalog import CATALOG
-
-    spec = CATALOG.spec("extract", "dnd.spells.extract")
-    assert spec is not None
+    spec = registry().lane("spells")
     assert {s.name: s.required for s in spec.slots} == {"npcs": False, "roster": False}
 
 
@@ -105,11 +102,10 @@ def test_the_lane_runs_end_to_end_with_grounded_casters() -> None:
 
 def test_the_checked_in_schema_is_the_models() -> None:
     path = REPO_ROOT / "schemas" / "notarius.dnd.spell_list.json"
-    assert json.loads(path.read_text()) == get_kind(KIND).json_schema()
+    assert json.loads(path.read_text()) == registry().kind(KIND).json_schema()
 
 
 def test_unknown_options_are_refused() -> None:
-    from notarius_dagster.engine.catalog import CATALOG
-
+    lane = registry().lane("spells")
     with pytest.raises(ValueError, match="unknown option"):
-        CATALOG.build("normalize", "dnd.spells.normalize", {"prefix": "x"})
+        lane.modules.normalize(lane, {"prefix": "x"})

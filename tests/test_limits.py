@@ -121,7 +121,7 @@ def test_limits_and_budget_are_profile_keys_with_checked_values() -> None:
         "pipeline": {
             "id": "x",
             "llm_profile": "test-double",
-            "lanes": [{"id": "npcs", "extract": {"module": "dnd.npcs.extract"}}],
+            "lanes": [{"id": "npcs"}],
             "limits": {"max_units": 10},
             "budget": {"max_calls": 5},
         },

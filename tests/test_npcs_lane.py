@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 from notarius_dagster.dnd.records import refs_from_unit_ids
-from notarius_dagster.engine.catalog import CATALOG
 from notarius_dagster.engine.chunking import make_chunk
 from notarius_dagster.engine.contracts import (
     ExtractRequest,
@@ -16,6 +15,7 @@ from notarius_dagster.engine.contracts import (
     RunContext,
 )
 from notarius_dagster.engine.models import SourceDocument
+from notarius_dagster.modules import registry
 from notarius_dagster.schemas import stale
 from tests.conftest import make_document
 from tests.lane_doubles import answer_payload
@@ -26,11 +26,11 @@ CTX = RunContext(
 
 
 def merger() -> Any:
-    return CATALOG.build("merge", "dnd.npcs.merge", {})
+    return registry().lane("npcs").merger()
 
 
 def normalizer() -> Any:
-    return CATALOG.build("normalize", "dnd.npcs.normalize", {})
+    return registry().lane("npcs").normalizer()
 
 
 def extract(doc: SourceDocument, chunk_units: slice, npcs: list[dict[str, Any]]) -> ModuleOutput:

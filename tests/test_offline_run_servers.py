@@ -41,18 +41,9 @@ pipeline:
   llm_profile: offline
   publish: {min_accepted_chunk_share: 0}  # the count is the point, not what the model said
   lanes:
-    - id: npcs
-      extract: {module: dnd.npcs.extract, retries: 0}
-      merge: {module: dnd.npcs.merge}
-      normalize: {module: dnd.npcs.normalize}
-    - id: spells
-      extract: {module: dnd.spells.extract, retries: 0}
-      merge: {module: dnd.spells.merge}
-      normalize: {module: dnd.spells.normalize}
-    - id: item-events
-      extract: {module: dnd.item_events.extract, retries: 0}
-      merge: {module: dnd.item_events.merge}
-      normalize: {module: dnd.item_events.normalize}
+    - {id: npcs, retries: 0}
+    - {id: spells, retries: 0}
+    - {id: item-events, retries: 0}
   output: {module: json}
 """
 

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from notarius_dagster.dnd.grounding import known_npcs
-from notarius_dagster.engine.artifact_kinds import get_kind
 from notarius_dagster.engine.chunking import make_chunk
 from notarius_dagster.engine.validators import schema_problems
+from notarius_dagster.modules import registry
 from tests.conftest import make_document
 from tests.doubles import units_in
 from tests.lane_doubles import RecordingClient, complete_pipeline, run_one_lane
@@ -55,13 +55,13 @@ def npc_list(*names: str) -> dict[str, Any]:
     ids=["newline", "carriage-return", "tab", "line-separator", "escape", "bidi-override"],
 )
 def test_a_name_that_breaks_a_line_is_refused_by_path_and_rule(name: str) -> None:
-    problems = schema_problems(get_kind("dnd/npc-list"), npc_list("Ornna", name))
+    problems = schema_problems(registry().kind("dnd/npc-list"), npc_list("Ornna", name))
     assert problems == ["npcs/1/name: value_error"]  # where and which rule, never the name
 
 
 def test_names_that_are_one_line_are_kept_brackets_and_all() -> None:
     names = ("Ornna", "Sea Hag", "[link=x]Vex[/link]", "Jérôme d'Arc", "The 3rd Guard")
-    assert schema_problems(get_kind("dnd/npc-list"), npc_list(*names)) == []
+    assert schema_problems(registry().kind("dnd/npc-list"), npc_list(*names)) == []
 
 
 def forging_responder(messages: list[dict[str, Any]], response_format: Any) -> str:

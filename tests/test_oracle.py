@@ -32,18 +32,17 @@ from benchmarks.oracle import (
 from benchmarks.oracle_injection import CLASSES, Injector, Table, misspell
 from benchmarks.quality_oracle import SESSIONS as SPECS
 from benchmarks.quality_oracle import party_of, run_once
-from notarius_dagster.dnd import load_lanes
 from notarius_dagster.dnd.llm_extract import constrain_citations
 from notarius_dagster.engine.chunking import render_units
 from notarius_dagster.engine.evaluation import normalize_name
 from notarius_dagster.engine.gold import GoldFile, load_gold
 from notarius_dagster.engine.inputs import parse_transcript
-from notarius_dagster.engine.lanes import LaneSpec, registered_lanes
+from notarius_dagster.engine.lanes import LaneSpec
 from notarius_dagster.engine.models import SourceDocument
+from notarius_dagster.modules import registry
 from tests.conftest import DATA, REPO
 
-load_lanes()
-LANES = {lane.lane_id: lane for lane in registered_lanes().values()}
+LANES = {lane.lane_id: lane for lane in {lane.kind: lane for lane in registry().lanes}.values()}
 SESSIONS = {
     "crd3-c2e001-slice": REPO / "samples" / "crd3-c2e001-slice.jsonl",
     "fireball-sea-hag": DATA / "sessions" / "fireball-sea-hag.jsonl",
@@ -312,7 +311,6 @@ def test_the_oracle_through_the_pipeline_keeps_most_of_the_gold(tmp_path: Path) 
     least 0.85 (0.94 measured: combat turns split at chunk borders cost precision). A change
     that loses one more of the 24 gold records costs about 0.04."""
     from notarius_dagster.engine.evaluation import evaluate
-    from notarius_dagster.engine.lanes import registered_match_fields
 
     spec = next(s for s in SPECS if s.session_id == "fireball-sea-hag")
     session = OracleSession(gold_of(spec.session_id))
@@ -320,7 +318,7 @@ def test_the_oracle_through_the_pipeline_keeps_most_of_the_gold(tmp_path: Path) 
     assert result.success, result.error
     assert result.bundle is not None
     report = evaluate(
-        result.bundle, DATA / "gold" / "fireball-sea-hag.json", registered_match_fields()
+        result.bundle, DATA / "gold" / "fireball-sea-hag.json", registry().match_fields()
     )
     lanes = {row.lane_id: row for row in report.lanes}
     for lane_id in ("npcs", "scene-descriptions", "spells"):

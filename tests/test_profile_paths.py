@@ -12,6 +12,7 @@ import pytest
 
 from notarius_dagster.engine.errors import ProfileError
 from notarius_dagster.engine.resolution import RuntimeBinding, resolve_profile_file
+from notarius_dagster.modules import registry
 
 
 def write_profile(folder: Path, path: str, *, where: str = "lane") -> Path:
@@ -22,15 +23,7 @@ def write_profile(folder: Path, path: str, *, where: str = "lane") -> Path:
             "id": "paths",
             "llm_profile": "test-double",
             "references": binding if where == "pipeline" else {},
-            "lanes": [
-                {
-                    "id": "spells",
-                    "extract": {
-                        "module": "dnd.spells.extract",
-                        "references": binding if where == "lane" else {},
-                    },
-                }
-            ],
+            "lanes": [{"id": "spells", "references": binding if where == "lane" else {}}],
         },
     }
     folder.mkdir(parents=True, exist_ok=True)
@@ -50,12 +43,12 @@ def test_a_relative_path_that_climbs_out_of_the_profile_folder_is_refused(
 ) -> None:
     cfg = write_profile(tmp_path / "cfg", "../../../etc/passwd", where=where)
     key = (
-        "pipeline.lanes[0].extract.references.npcs.path"
+        "pipeline.lanes[0].references.npcs.path"
         if where == "lane"
         else "pipeline.references.npcs.path"
     )
     with pytest.raises(ProfileError) as caught:
-        resolve_profile_file(cfg)
+        resolve_profile_file(cfg, registry=registry())
     message = str(caught.value)
     assert "'p.yaml'" in message and key in message
     assert "outside the profile's folder" in message and "passwd" not in message
@@ -69,18 +62,18 @@ def test_a_link_inside_the_folder_that_points_outside_is_refused(tmp_path: Path)
     (folder / "glossary.txt").symlink_to(outside)
     cfg = write_profile(folder, "glossary.txt")
     with pytest.raises(ProfileError, match="outside the profile's folder"):
-        resolve_profile_file(cfg)
+        resolve_profile_file(cfg, registry=registry())
 
 
 def test_paths_inside_the_folder_and_absolute_paths_are_accepted(tmp_path: Path) -> None:
     folder = tmp_path / "cfg"
     (folder / "refs").mkdir(parents=True)
     (folder / "refs" / "g.txt").write_text("x")
-    inside = resolve_profile_file(write_profile(folder, "refs/./g.txt"))
+    inside = resolve_profile_file(write_profile(folder, "refs/./g.txt"), registry=registry())
     assert glossary_path(inside) == str((folder / "refs" / "g.txt").resolve())
     elsewhere = tmp_path / "elsewhere.txt"
     elsewhere.write_text("x")
-    absolute = resolve_profile_file(write_profile(folder, str(elsewhere)))
+    absolute = resolve_profile_file(write_profile(folder, str(elsewhere)), registry=registry())
     assert glossary_path(absolute) == str(elsewhere.resolve())
 
 
@@ -90,6 +83,7 @@ def test_runtime_paths_stay_relative_to_the_working_directory(tmp_path: Path) ->
     cfg = write_profile(folder, "inside.txt")
     resolved = resolve_profile_file(
         cfg,
+        registry=registry(),
         runtime_references=[RuntimeBinding(selector="npcs", path="../g.txt")],
         cwd=tmp_path / "a",
     )

@@ -158,8 +158,7 @@ def test_editing_one_unit_recalls_only_the_chunks_that_hold_it(
     profile.write_text(
         "version: 1\npipeline:\n  id: npcs-only\n  llm_profile: test-double\n"
         "  chunk: {module: generic, options: {max_units: 10, max_chars: 100000}}\n"
-        "  lanes:\n    - id: npcs\n      extract: {module: dnd.npcs.extract}\n"
-        "      merge: {module: dnd.npcs.merge}\n      normalize: {module: dnd.npcs.normalize}\n"
+        "  lanes:\n    - id: npcs\n"
     )
     lines = SAMPLE.read_text().splitlines()[:50]
     source = tmp_path / "edit.jsonl"

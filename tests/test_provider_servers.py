@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from notarius_dagster.dnd.llm_extract import constrain_citations
-from notarius_dagster.engine import lanes
 from notarius_dagster.llm._litellm import litellm
+from notarius_dagster.modules import registry
 from tests.provider_servers import (
     AnthropicServer,
     Fault,
@@ -42,7 +42,9 @@ MESSAGES = [
 
 def answer_schema(kind: str = "dnd/npc-list") -> dict[str, Any]:
     """The answer schema a lane sends today for a chunk of CHUNK (lane model + citation enum)."""
-    model = lanes.registered_lanes()[kind].answer_model
+    spec = registry().lane_of_kind(kind)
+    assert spec is not None
+    model = spec.answer_model
     return constrain_citations(model.model_json_schema(), CHUNK)
 
 
@@ -103,7 +105,7 @@ def complete(server: ProviderServer, model: str, **kwargs: Any) -> Any:
 def test_openai_strict_mode_refuses_the_answer_schemas_lanes_send_today() -> None:
     """Every lane's answer schema breaks the strict subset the way issue 18 says: not every
     property required, no `additionalProperties: false`, `minLength`/`maxLength`/`default`."""
-    for kind in lanes.registered_lanes():
+    for kind in (lane.kind for lane in registry().lanes):
         problems = " ".join(openai_strict_problems(answer_schema(kind)))
         assert "'additionalProperties' is required to be supplied and to be false" in problems
         assert "'maxLength' is not permitted" in problems, kind

@@ -72,7 +72,7 @@ def test_the_policy_is_read_from_the_profile() -> None:
                 "pipeline": {
                     "id": "p",
                     "llm_profile": "x",
-                    "lanes": [{"id": "npcs", "extract": {"module": "m"}}],
+                    "lanes": [{"id": "npcs"}],
                     "publish": {"min_accepted_chunk_share": 2},
                 }
             },

@@ -10,13 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pytest
-
-from notarius_dagster.engine import support
-from notarius_dagster.engine.artifact_kinds import get_kind
 from notarius_dagster.engine.chunking import make_chunk
 from notarius_dagster.engine.inputs import document_digest
-from notarius_dagster.engine.lanes import registered_lanes
 from notarius_dagster.engine.manifest import lane_summary
 from notarius_dagster.engine.models import SourceDocument, SourceUnit
 from notarius_dagster.engine.support import (
@@ -27,6 +22,7 @@ from notarius_dagster.engine.support import (
     unsupported_records,
 )
 from notarius_dagster.engine.validators import TRIMMED_CODE
+from notarius_dagster.modules import registry
 from tests.doubles import units_in
 from tests.lane_doubles import RecordingClient, complete_pipeline, run_one_lane
 
@@ -88,7 +84,7 @@ def test_a_name_is_mentioned_when_its_tokens_come_in_order_in_one_text() -> None
 
 
 def test_name_or_alias_must_be_mentioned_by_the_cited_units() -> None:
-    kind = get_kind("dnd/npc-list")
+    kind = registry().kind("dnd/npc-list")
     payload = npc_payload(
         npc("Gustav Fletching", [0]),  # named in unit 0: kept
         npc("Sea Hag", [2]),  # "sea-hag's": kept
@@ -103,10 +99,8 @@ def test_name_or_alias_must_be_mentioned_by_the_cited_units() -> None:
     assert all("Kylre" not in m and "Gustav" not in m for m in found.values())
 
 
-def test_a_speaker_label_is_not_a_mention_unless_a_hook_maps_it(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    kind = get_kind("dnd/combat-turn-list")
+def test_a_speaker_label_is_not_a_mention_unless_a_hook_maps_it() -> None:
+    kind = registry().kind("dnd/combat-turn-list")
     assert kind.support_fields == ("actor",) and not kind.speaker_mentions
     payload = {
         "kind": kind.kind,
@@ -126,15 +120,14 @@ def test_a_speaker_label_is_not_a_mention_unless_a_hook_maps_it(
         ],
     }
     assert list(unsupported_records(kind, payload, document())) == [0]
-    monkeypatch.setattr(support, "_SPEAKER_HOOKS", [])
-    support.register_speaker_names(lambda refs, label: ["Jester"] if label == "LAURA" else [])
-    assert unsupported_records(kind, payload, document()) == {}
+    hooks = (lambda refs, label: ["Jester"] if label == "LAURA" else [],)
+    assert unsupported_records(kind, payload, document(), None, hooks) == {}
 
 
 def test_every_lane_with_records_that_cite_declares_its_support_fields() -> None:
     declared = {
         lane.lane_id: lane.support_fields
-        for lane in registered_lanes().values()
+        for lane in {lane.kind: lane for lane in registry().lanes}.values()
         if lane.kind.startswith("dnd/")
     }  # other tests register throwaway lanes
     assert declared == {
@@ -176,7 +169,7 @@ def test_the_runner_drops_unsupported_records_and_records_each_one() -> None:
     ]
     assert all("Kylre" not in r.message and "Gustav" not in r.message for r in dropped)
     assert result.stats.records_rejected == 3 and result.stats.rejected == 0
-    summary = lane_summary(result, pipeline)
+    summary = lane_summary(result, pipeline, registry().kinds())
     assert summary.records_rejected == 3 and summary.chunks.rejected == 0
     assert summary.rejections == 3
 
@@ -186,7 +179,7 @@ def test_a_players_own_line_supports_their_character_only_as_a_turns_actor() -> 
     from tests.test_roster import roster_reference
 
     refs = {ROSTER_SLOT: roster_reference()}  # the sample roster: LAURA plays Jester
-    met = get_kind("dnd/npc-interaction-list")
+    met = registry().kind("dnd/npc-interaction-list")
     assert met.support_fields == ("npc",) and not met.speaker_acts
     payload = {
         "kind": met.kind,
@@ -205,7 +198,7 @@ def test_a_players_own_line_supports_their_character_only_as_a_turns_actor() -> 
         ],
     }
     assert list(unsupported_records(met, payload, document(), refs)) == [0]
-    turns = get_kind("dnd/combat-turn-list")
+    turns = registry().kind("dnd/combat-turn-list")
     assert turns.speaker_acts  # the actor is the one who speaks
     turn = {
         "kind": turns.kind,
@@ -268,7 +261,7 @@ def spell_payload(spell: str, start: int, end: int) -> dict[str, Any]:
 def test_a_broad_citation_is_cut_to_the_units_that_mention_the_record_plus_the_window() -> None:
     # the case: a "spell" named Caleb cites 50 units (2004-2053), 4 of them say Caleb
     doc = long_document(mentions_at=[10, 11, 30, 52])
-    kind = get_kind("dnd/spell-list")
+    kind = registry().kind("dnd/spell-list")
     tightened = tighten_citations(kind, spell_payload("Caleb", 2004, 2053), doc)
     refs = tightened.payload["spells"][0]["source_refs"]
     assert CITATION_WINDOW == 2
@@ -282,7 +275,7 @@ def test_a_broad_citation_is_cut_to_the_units_that_mention_the_record_plus_the_w
 
 def test_a_tight_citation_and_a_record_nothing_supports_are_left_as_they_are() -> None:
     doc = long_document(mentions_at=[10])
-    kind = get_kind("dnd/spell-list")
+    kind = registry().kind("dnd/spell-list")
     tight = spell_payload("Caleb", 2008, 2012)
     assert tighten_citations(kind, tight, doc).payload is tight
     unsupported = spell_payload("Fireball", 2004, 2053)  # the support validator drops it

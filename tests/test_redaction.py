@@ -16,6 +16,7 @@ from notarius_dagster.engine.redaction import (
     safe_summary,
 )
 from notarius_dagster.engine.session_bundle import publish_session_bundle
+from notarius_dagster.modules import registry
 from tests.bundle_doubles import COMPLETED, STARTED, chunk_result, npcs_result, pipeline
 from tests.conftest import make_document
 
@@ -58,6 +59,7 @@ def test_the_manifest_publishes_the_endpoint_without_its_credentials(tmp_path: P
         evidence=None,
         started_at=STARTED,
         completed_at=COMPLETED,
+        kinds=registry().kinds(),
     )
     text = (published.path / "manifest.json").read_text()
     assert json.loads(text)["llm_profile"]["api_base"] == "http://host/v1"

@@ -3,6 +3,7 @@ unbinds, flat names) and materialization of bound files; reference content never
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -11,13 +12,17 @@ import pytest
 from dagster import AssetKey, DagsterInstance
 
 from notarius_dagster.engine import references as references_module
-from notarius_dagster.engine.catalog import CATALOG, ModuleSpec, ReferenceSlot
+from notarius_dagster.engine.chunking import GenericChunker
 from notarius_dagster.engine.config import parse_profile
 from notarius_dagster.engine.contracts import BaseExtractor, ExtractRequest, ModuleOutput
 from notarius_dagster.engine.errors import InvalidReferenceError, ProfileError
+from notarius_dagster.engine.lanes import LaneSpec
+from notarius_dagster.engine.models import ReferenceSlot
 from notarius_dagster.engine.references import prepare_file, prepare_generated
+from notarius_dagster.engine.registry import ChunkerSpec
 from notarius_dagster.engine.resolution import RuntimeBinding, resolve_pipeline
 from notarius_dagster.engine.transcripts import register_transcript
+from notarius_dagster.modules import registry
 from notarius_dagster.run.runner import run_session
 
 SECRET = "GLOSSARY-CONTENT-MARKER-7731"
@@ -70,37 +75,36 @@ class GlossaryExtractor(BaseExtractor):
         )
 
 
-CATALOG.register(
-    ModuleSpec(
-        key="test.glossary-extract",
-        stage="extract",
-        requires=("chunks",),
-        artifact_kind="dnd/npc-list",
-        slots=(GLOSSARY, LOOSE, SCENES),
-    ),
-    GlossaryExtractor,
+class GlossaryLane(GlossaryExtractor):
+    def __init__(self, lane: LaneSpec, options: dict[str, Any]) -> None:
+        pass
+
+
+def _npcs_like(lane_id: str, kind: str, slots: tuple[ReferenceSlot, ...]) -> LaneSpec:
+    """The npcs lane with the glossary extractor and `slots`: these tests are about binding
+    and preparing references, not about what a lane extracts."""
+    npcs = registry().lane("npcs")
+    modules = dataclasses.replace(npcs.modules, extract=GlossaryLane)
+    return dataclasses.replace(npcs, lane_id=lane_id, kind=kind, slots=slots, modules=modules)
+
+
+STYLED_CHUNKER = ChunkerSpec(
+    key="test.styled-chunker", build=GenericChunker, slots=(ReferenceSlot(name="style"),)
 )
-CATALOG.register(
-    ModuleSpec(key="test.glossary-merge", stage="merge", requires=("chunks",), slots=(GLOSSARY,)),
-    lambda options: CATALOG.build("merge", "appendorder", options),
-)
-CATALOG.register(
-    ModuleSpec(
-        key="test.needy-extract",
-        stage="extract",
-        requires=("chunks",),
-        artifact_kind="dnd/npc-list",
-        slots=(NEEDED,),
+REGISTRY = dataclasses.replace(
+    registry().with_lanes(
+        _npcs_like("npcs", "dnd/npc-list", (GLOSSARY, LOOSE, SCENES)),
+        _npcs_like("glossed", "test/glossed-npc-list", (GLOSSARY,)),
+        _npcs_like("needy", "test/needy-npc-list", (NEEDED,)),
     ),
-    GlossaryExtractor,
+    chunkers=(*registry().chunkers, STYLED_CHUNKER),
 )
 
 
 def profile(
     lane_refs: dict[str, Any] | None = None,
     pipeline_refs: dict[str, Any] | None = None,
-    merge: str = "appendorder",
-    module: str = "test.glossary-extract",
+    lanes: tuple[str, ...] = ("npcs",),
 ) -> dict[str, Any]:
     return {
         "version": 1,
@@ -108,54 +112,47 @@ def profile(
             "id": "refs",
             "llm_profile": "test-double",
             "references": pipeline_refs or {},
-            "lanes": [
-                {
-                    "id": "npcs",
-                    "extract": {"module": module, "references": lane_refs or {}},
-                    "merge": {"module": merge},
-                    "normalize": {"module": "dnd.npcs.normalize"},
-                }
-            ],
+            "lanes": [{"id": lane, "references": lane_refs or {}} for lane in lanes],
         },
     }
 
 
 def resolve(data: dict[str, Any], base: Path = Path("/cfg"), **kw: Any):
     return resolve_pipeline(
-        parse_profile(data, profile_name="refs.yaml"), profile_name="refs.yaml", base_dir=base, **kw
+        parse_profile(data, profile_name="refs.yaml"),
+        profile_name="refs.yaml",
+        base_dir=base,
+        registry=REGISTRY,
+        **kw,
     )
 
 
-def bindings(resolved: Any, stage: str) -> dict[str, Any]:
-    return {b.slot: b for b in getattr(resolved.lane("npcs"), stage).references}
+def bindings(resolved: Any, lane: str = "npcs") -> dict[str, Any]:
+    return {b.slot: b for b in resolved.lane(lane).extract.references}
 
 
 def test_pipeline_binding_is_a_default_for_every_declaring_target() -> None:
     resolved = resolve(
-        profile(pipeline_refs={"glossary": {"path": "g.txt"}}, merge="test.glossary-merge")
+        profile(pipeline_refs={"glossary": {"path": "g.txt"}}, lanes=("npcs", "glossed"))
     )
-    for stage in ("extract", "merge"):
-        b = bindings(resolved, stage)["glossary"]
+    for lane in ("npcs", "glossed"):
+        b = bindings(resolved, lane)["glossary"]
         assert (b.source, b.path, b.display) == ("pipeline", "/cfg/g.txt", "g.txt")
 
 
 def test_target_binding_overrides_the_pipeline_default() -> None:
-    resolved = resolve(
-        profile(
-            pipeline_refs={"glossary": {"path": "g.txt"}},
-            lane_refs={"glossary": {"path": "local/l.txt"}},
-            merge="test.glossary-merge",
-        )
-    )
-    assert bindings(resolved, "extract")["glossary"].path == "/cfg/local/l.txt"
-    assert bindings(resolved, "extract")["glossary"].source == "target"
-    assert bindings(resolved, "merge")["glossary"].source == "pipeline"
+    data = profile(pipeline_refs={"glossary": {"path": "g.txt"}}, lanes=("npcs", "glossed"))
+    data["pipeline"]["lanes"][0]["references"] = {"glossary": {"path": "local/l.txt"}}
+    resolved = resolve(data)
+    assert bindings(resolved)["glossary"].path == "/cfg/local/l.txt"
+    assert bindings(resolved)["glossary"].source == "target"
+    assert bindings(resolved, "glossed")["glossary"].source == "pipeline"
 
 
 def test_target_binding_of_an_undeclared_slot_names_the_key_path() -> None:
     with pytest.raises(ProfileError) as info:
         resolve(profile(lane_refs={"nope": {"path": "x.txt"}}))
-    assert info.value.key_path == "pipeline.lanes[0].extract.references.nope"
+    assert info.value.key_path == "pipeline.lanes[0].references.nope"
 
 
 def test_pipeline_binding_nobody_declares_is_refused() -> None:
@@ -169,21 +166,20 @@ def test_runtime_override_resolves_relative_to_working_directory(tmp_path: Path)
         runtime_references=[RuntimeBinding(selector="notes", path="run.txt")],
         cwd=tmp_path,
     )
-    b = bindings(resolved, "extract")["notes"]
+    b = bindings(resolved)["notes"]
     assert (b.source, b.path) == ("runtime", str(tmp_path / "run.txt"))
 
 
 def test_flat_runtime_name_declared_by_two_targets_needs_a_selector(tmp_path: Path) -> None:
-    data = profile(merge="test.glossary-merge")
-    with pytest.raises(ProfileError, match="npcs.extract.glossary, npcs.merge.glossary"):
+    data = profile(lanes=("npcs", "glossed"))
+    with pytest.raises(ProfileError, match="glossed.extract.glossary, npcs.extract.glossary"):
         resolve(data, runtime_references=[RuntimeBinding(selector="glossary", path="g.txt")])
-    resolved = resolve(
-        data,
-        cwd=tmp_path,
-        runtime_references=[RuntimeBinding(selector="npcs.merge.glossary", path="g.txt")],
-    )
-    assert "glossary" in bindings(resolved, "merge")
-    assert "glossary" not in bindings(resolved, "extract")
+    for selector in ("glossed.glossary", "glossed.extract.glossary"):
+        resolved = resolve(
+            data, cwd=tmp_path, runtime_references=[RuntimeBinding(selector=selector, path="g.txt")]
+        )
+        assert "glossary" in bindings(resolved, "glossed")
+        assert "glossary" not in bindings(resolved)
 
 
 def test_unknown_selector_is_refused() -> None:
@@ -196,15 +192,15 @@ def test_unknown_selector_is_refused() -> None:
 
 def test_runtime_unbind_removes_an_optional_binding() -> None:
     resolved = resolve(profile(lane_refs={"notes": {"path": "n.txt"}}), runtime_unbinds=["notes"])
-    assert "notes" not in bindings(resolved, "extract")
+    assert "notes" not in bindings(resolved)
 
 
 def test_required_slot_cannot_be_unbound_or_left_unbound() -> None:
     with pytest.raises(ProfileError, match="required reference slot 'needed'"):
-        resolve(profile(module="test.needy-extract"))
+        resolve(profile(lanes=("needy",)))
     with pytest.raises(ProfileError, match="required and cannot be unbound"):
         resolve(
-            profile(module="test.needy-extract", lane_refs={"needed": {"path": "n.txt"}}),
+            profile(lanes=("needy",), lane_refs={"needed": {"path": "n.txt"}}),
             runtime_unbinds=["needed"],
         )
 
@@ -213,7 +209,7 @@ def prepared(tmp_path: Path, name: str, content: bytes, slot: str = "glossary"):
     path = tmp_path / name
     path.write_bytes(content)
     resolved = resolve(profile(lane_refs={slot: {"path": str(path)}}))
-    return prepare_file(bindings(resolved, "extract")[slot])
+    return prepare_file(bindings(resolved)[slot], REGISTRY.kinds())
 
 
 def test_file_reference_records_digest_media_type_and_no_content(tmp_path: Path) -> None:
@@ -228,7 +224,7 @@ def test_file_reference_records_digest_media_type_and_no_content(tmp_path: Path)
 def test_missing_file_is_an_error_naming_the_file(tmp_path: Path) -> None:
     resolved = resolve(profile(lane_refs={"glossary": {"path": str(tmp_path / "gone.txt")}}))
     with pytest.raises(InvalidReferenceError, match="'gone.txt' not found"):
-        prepare_file(bindings(resolved, "extract")["glossary"])
+        prepare_file(bindings(resolved)["glossary"])
 
 
 def test_non_utf8_file_is_refused(tmp_path: Path) -> None:
@@ -273,11 +269,13 @@ def test_malformed_structured_file_reference_is_an_error(
 
 def test_malformed_generated_reference_is_an_error_never_unbound() -> None:
     resolved = resolve(profile(lane_refs={"scenes": {"path": "s.json"}}))
-    binding = bindings(resolved, "extract")["scenes"]
+    binding = bindings(resolved)["scenes"]
     with pytest.raises(InvalidReferenceError, match="produced no accepted artifact"):
-        prepare_generated(binding, None)
+        prepare_generated(binding, None, registry().kinds())
     with pytest.raises(InvalidReferenceError, match="malformed generated"):
-        prepare_generated(binding, {"kind": "dnd/scene-description-list", "x": 1})
+        prepare_generated(
+            binding, {"kind": "dnd/scene-description-list", "x": 1}, registry().kinds()
+        )
 
 
 def test_reference_content_never_reaches_bundle_or_metadata(
@@ -293,7 +291,12 @@ def test_reference_content_never_reaches_bundle_or_metadata(
     )
     register_transcript(tmp_path / "data" / "transcripts", "refs", transcript)
     outcome = run_session(
-        session_id="refs", profile=cfg, data_root=tmp_path / "data", instance=instance, quiet=True
+        session_id="refs",
+        profile=cfg,
+        data_root=tmp_path / "data",
+        instance=instance,
+        quiet=True,
+        registry=REGISTRY,
     )
     assert outcome.success, outcome.error
     bundle = tmp_path / "data" / "bundles" / "refs"
@@ -324,7 +327,7 @@ def test_runtime_reference_through_dagster_run_config(
     transcript.write_text(json.dumps({"text": "hello", "speaker": "DM"}) + "\n")
     register_transcript(tmp_path / "data" / "transcripts", "rc", transcript)
     instance.add_dynamic_partitions("sessions", ["rc"])
-    defs = build_run_definitions(profile=cfg, data_root=tmp_path / "data")
+    defs = build_run_definitions(profile=cfg, data_root=tmp_path / "data", registry=REGISTRY)
     result = defs.resolve_job_def("materialize_session").execute_in_process(
         instance=instance,
         partition_key="rc",
@@ -343,18 +346,6 @@ def test_runtime_reference_through_dagster_run_config(
     assert manifest["artifact_lanes"][0]["references"][0]["binding"] == "runtime"
 
 
-CATALOG.register(
-    ModuleSpec(
-        key="test.styled-chunker",
-        stage="chunk",
-        requires=("source",),
-        provides=("chunks",),
-        slots=(ReferenceSlot(name="style"),),
-    ),
-    lambda options: CATALOG.build("chunk", "generic", options),
-)
-
-
 def test_chunker_reference_provenance_and_warnings_reach_the_bundle(
     tmp_path: Path, instance: DagsterInstance
 ) -> None:
@@ -370,7 +361,12 @@ def test_chunker_reference_provenance_and_warnings_reach_the_bundle(
     transcript.write_text(json.dumps({"text": "hello", "speaker": "DM"}) + "\n")
     register_transcript(tmp_path / "data" / "transcripts", "styled", transcript)
     outcome = run_session(
-        session_id="styled", profile=cfg, data_root=tmp_path / "data", instance=instance, quiet=True
+        session_id="styled",
+        profile=cfg,
+        data_root=tmp_path / "data",
+        instance=instance,
+        quiet=True,
+        registry=REGISTRY,
     )
     assert outcome.success, outcome.error
     bundle = tmp_path / "data" / "bundles" / "styled"
@@ -405,6 +401,7 @@ def test_cli_and_ui_runtime_references_take_one_path_with_one_error(
         instance=instance,
         quiet=True,
         runtime_references=[RuntimeBinding(selector="glossary", path=str(tmp_path / "long.txt"))],
+        registry=REGISTRY,
     )
     assert outcome.success, outcome.error
     bundle = tmp_path / "data" / "bundles" / "cli"
@@ -426,12 +423,13 @@ def test_cli_and_ui_runtime_references_take_one_path_with_one_error(
             instance=instance,
             quiet=True,
             runtime_references=[RuntimeBinding(selector="glosary", path="x.txt")],
+            registry=REGISTRY,
         )
     message = str(refused.value)
     assert message.startswith("runtime references: profile 'refs.yaml': --reference glosary")
     assert not instance.has_dynamic_partition("sessions", "typo")
 
-    defs = build_run_definitions(profile=cfg, data_root=tmp_path / "data")
+    defs = build_run_definitions(profile=cfg, data_root=tmp_path / "data", registry=REGISTRY)
     result = defs.resolve_job_def("materialize_session").execute_in_process(
         instance=instance,
         partition_key="cli",
@@ -472,7 +470,12 @@ def test_each_reference_file_is_validated_before_parsing_and_read_once_by_its_us
 
     monkeypatch.setattr(references_module, "read_regular_file", counting)
     outcome = run_session(
-        session_id="once", profile=cfg, data_root=tmp_path / "data", instance=instance, quiet=True
+        session_id="once",
+        profile=cfg,
+        data_root=tmp_path / "data",
+        instance=instance,
+        quiet=True,
+        registry=REGISTRY,
     )
     assert outcome.success, outcome.error
     assert (reads.count("glossary.txt"), reads.count("style.md")) == (2, 2)
@@ -480,14 +483,24 @@ def test_each_reference_file_is_validated_before_parsing_and_read_once_by_its_us
     (tmp_path / "glossary.txt").unlink()
     (tmp_path / "data" / "transcripts" / "once.jsonl").write_text('{"speaker": "DM"}\n')
     failed = run_session(
-        session_id="once", profile=cfg, data_root=tmp_path / "data", instance=instance, quiet=True
+        session_id="once",
+        profile=cfg,
+        data_root=tmp_path / "data",
+        instance=instance,
+        quiet=True,
+        registry=REGISTRY,
     )
     assert not failed.success and failed.error is not None
     assert failed.error.startswith("source_document: ")
     assert "reference npcs.extract.glossary: file 'glossary.txt' not found" in failed.error
     (tmp_path / "glossary.txt").write_bytes(b"caf\xe9\n")
     undecodable = run_session(
-        session_id="once", profile=cfg, data_root=tmp_path / "data", instance=instance, quiet=True
+        session_id="once",
+        profile=cfg,
+        data_root=tmp_path / "data",
+        instance=instance,
+        quiet=True,
+        registry=REGISTRY,
     )
     assert not undecodable.success and undecodable.error is not None
     assert undecodable.error.startswith("source_document: ")

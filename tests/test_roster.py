@@ -29,6 +29,7 @@ from notarius_dagster.engine.models import Chunk, SourceDocument
 from notarius_dagster.engine.references import prepare_lane_references
 from notarius_dagster.engine.resolution import ResolvedPipeline, resolve_profile_file
 from notarius_dagster.engine.support import speaker_names
+from notarius_dagster.modules import registry
 from tests.lane_doubles import (
     RecordingClient,
     answer_payload,
@@ -54,7 +55,9 @@ def sample() -> tuple[SourceDocument, list[Chunk]]:
 
 
 def with_roster(**kwargs: Any) -> ResolvedPipeline:
-    return resolve_profile_file(SAMPLE_PROFILE, llm_profile="test-double", **kwargs)
+    return resolve_profile_file(
+        SAMPLE_PROFILE, llm_profile="test-double", **kwargs, registry=registry()
+    )
 
 
 def names(result_payload: dict[str, Any] | None) -> set[str]:
@@ -63,7 +66,9 @@ def names(result_payload: dict[str, Any] | None) -> set[str]:
 
 def roster_reference() -> PreparedReference:
     """The sample profile's prepared roster, as every lane that declares the slot receives it."""
-    refs, _, _ = prepare_lane_references(with_roster().lane("npcs").stages(), {})
+    refs, _, _ = prepare_lane_references(
+        with_roster().lane("npcs").stages(), {}, registry().kinds()
+    )
     return refs["extract"][ROSTER_SLOT]
 
 
@@ -128,9 +133,13 @@ def test_asset_metadata_counts_the_dropped_records() -> None:
     doc, chunks = sample()
     result = run_one_lane(with_roster().lane("npcs"), doc, chunks)
     provenance = ({"slot": ROSTER_SLOT},)
-    meta = lane_metadata(result.model_copy(update={"references": provenance}))
+    meta = lane_metadata(
+        result.model_copy(update={"references": provenance}), registry().kind(result.kind)
+    )
     assert meta["party_records_dropped"] == dropped_count(result.warnings) > 0
-    assert "party_records_dropped" not in lane_metadata(result)  # no roster bound: no key
+    assert "party_records_dropped" not in lane_metadata(
+        result, registry().kind(result.kind)
+    )  # no roster bound: no key
 
 
 # ---- the party is never the NPC side of an interaction ----
@@ -247,7 +256,9 @@ def test_asset_metadata_counts_the_records_the_dms_label_dropped() -> None:
     with_warning = result.model_copy(
         update={"references": ({"slot": ROSTER_SLOT},), "warnings": (*result.warnings, warning)}
     )
-    assert lane_metadata(with_warning)["dm_records_dropped"] == 3
+    assert (
+        lane_metadata(with_warning, registry().kind(with_warning.kind))["dm_records_dropped"] == 3
+    )
 
 
 def sample_one_chunk() -> tuple[SourceDocument, list[Chunk]]:
@@ -310,10 +321,11 @@ def test_a_label_maps_to_the_character_played_in_that_session() -> None:
 
 def test_the_speaker_hook_gives_the_support_validator_the_players_names() -> None:
     refs = {ROSTER_SLOT: roster_reference()}
-    assert "Jester" in speaker_names(refs, "LAURA")
-    assert "LAURA" in speaker_names(refs, "Jester")
-    assert speaker_names(refs, "Gustav") == ()
-    assert speaker_names({}, "LAURA") == ()
+    hooks = registry().speaker_names  # the D&D registry carries the roster's hook
+    assert "Jester" in speaker_names(hooks, refs, "LAURA")
+    assert "LAURA" in speaker_names(hooks, refs, "Jester")
+    assert speaker_names(hooks, refs, "Gustav") == ()
+    assert speaker_names(hooks, {}, "LAURA") == ()
 
 
 # ---- the prompts name the party ----
@@ -363,7 +375,7 @@ def test_a_malformed_roster_is_an_error_naming_the_key_path(tmp_path: Path) -> N
     roster.write_text("campaign: c\nparty:\n  - {player: Secret Person, character: 7}\n")
     pipeline = roster_pipeline(roster)
     with pytest.raises(InvalidReferenceError) as err:
-        prepare_lane_references(pipeline.lane("npcs").stages(), {})
+        prepare_lane_references(pipeline.lane("npcs").stages(), {}, registry().kinds())
     message = str(err.value)
     assert "party/0/character" in message and "roster.yaml" in message
     assert "Secret Person" not in message
@@ -373,7 +385,9 @@ def test_a_roster_that_is_not_yaml_names_the_line(tmp_path: Path) -> None:
     roster = tmp_path / "roster.yaml"
     roster.write_text("campaign: c\nparty: [\n  {player: X\n")
     with pytest.raises(InvalidReferenceError, match=r"not valid YAML \(line \d+\)"):
-        prepare_lane_references(roster_pipeline(roster).lane("npcs").stages(), {})
+        prepare_lane_references(
+            roster_pipeline(roster).lane("npcs").stages(), {}, registry().kinds()
+        )
 
 
 def test_session_order_must_be_explicit() -> None:

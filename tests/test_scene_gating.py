@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from notarius_dagster.dnd.combat_turns.extract import SceneGatedCombatExtractor
-from notarius_dagster.engine.catalog import CATALOG
 from notarius_dagster.engine.checkpoints import FileCheckpointStore
 from notarius_dagster.engine.chunking import make_chunk
 from notarius_dagster.engine.errors import InvalidReferenceError, LaneError, ProfileError
@@ -20,6 +19,7 @@ from notarius_dagster.engine.manifest import lane_summary
 from notarius_dagster.engine.models import Chunk, SourceDocument
 from notarius_dagster.engine.references import prepare_file, prepare_generated
 from notarius_dagster.engine.resolution import ResolvedLane, RuntimeBinding
+from notarius_dagster.modules import registry
 from tests.conftest import make_document
 from tests.lane_doubles import (
     MINIMAL_PROFILE,
@@ -124,10 +124,10 @@ def test_exact_combat_match_keeps_the_combat_llm_path(
 
 def test_unbound_scene_reference_is_rejected_during_resolution() -> None:
     data = _complete_profile_data()
-    del data["pipeline"]["lanes"][2]["extract"]["references"]["scene_descriptions"]
+    del data["pipeline"]["lanes"][2]["references"]["scene_descriptions"]
     with pytest.raises(ProfileError) as info:
         _resolve(data)
-    assert info.value.key_path == "pipeline.lanes[2].extract.references.scene_descriptions"
+    assert info.value.key_path == "pipeline.lanes[2].references.scene_descriptions"
     assert "required" in info.value.problem
 
 
@@ -237,7 +237,7 @@ def test_malformed_external_scene_artifact_fails_at_preparation(
     )
     assert binding.origin == "file"
     with pytest.raises(InvalidReferenceError, match=problem):
-        prepare_file(binding)
+        prepare_file(binding, registry().kinds())
 
 
 def test_a_valid_external_scene_artifact_gates_like_a_generated_one(
@@ -288,7 +288,7 @@ def test_malformed_generated_scene_artifact_fails_at_the_handoff(
     )
     assert (binding.origin, binding.lane) == ("lane", "scene-descriptions")
     with pytest.raises(InvalidReferenceError, match=problem):
-        prepare_generated(binding, payload)
+        prepare_generated(binding, payload, registry().kinds())
 
 
 def test_an_unprepared_scene_reference_fails_the_lane_instead_of_counting_as_unbound(
@@ -306,6 +306,7 @@ def test_an_unprepared_scene_reference_fails_the_lane_instead_of_counting_as_unb
             client=client,
             session_id="s1",
             llm_fingerprint="fp",
+            registry=registry(),
         )
     assert client.calls == 0
 
@@ -364,14 +365,16 @@ def test_no_scene_prose_reaches_prompts_warnings_metadata_or_manifest(
         for b in pipeline.lane("combat-turns").extract.references
         if b.slot == "scene_descriptions"
     )
-    provenance = prepare_generated(binding, scenes).provenance
+    provenance = prepare_generated(binding, scenes, registry().kinds()).provenance
     exposed = json.dumps(
         {
             "prompts": [[r.system, r.user, r.schema_] for r in client.requests],
             "warnings": [w.model_dump() for w in result.warnings],
             "metadata": result.metadata,
             "payload": result.payload,
-            "manifest_lane": lane_summary(result, pipeline).model_dump(mode="json"),
+            "manifest_lane": lane_summary(result, pipeline, registry().kinds()).model_dump(
+                mode="json"
+            ),
             "provenance": dict(provenance),
         }
     )
@@ -396,7 +399,7 @@ def test_manifest_metadata_reports_only_the_number_of_approved_scene_records(
 
 def test_fingerprint_material_is_stable_and_holds_no_scene_artifact() -> None:
     def build() -> Any:
-        return CATALOG.build("extract", "dnd.combat_turns.extract", {})
+        return registry().lane("combat-turns").extractor()
 
     first = build().fingerprint_material()
     assert first == build().fingerprint_material()
@@ -424,7 +427,7 @@ def test_the_complete_profile_orders_lanes_by_their_references() -> None:
 def test_the_minimal_profile_has_npcs_and_scene_descriptions_only() -> None:
     from notarius_dagster.engine.resolution import resolve_profile_file
 
-    pipeline = resolve_profile_file(MINIMAL_PROFILE)
+    pipeline = resolve_profile_file(MINIMAL_PROFILE, registry=registry())
     assert pipeline.lane_ids() == ["npcs", "scene-descriptions"]
     assert pipeline.llm_profile_name == "offline"
     assert all(lane.depends_on == () for lane in pipeline.lanes)
@@ -467,7 +470,9 @@ def _resolve(data: dict[str, Any]) -> Any:
     from notarius_dagster.engine.resolution import resolve_pipeline
 
     profile = parse_profile(data, profile_name="dnd-complete.yaml")
-    return resolve_pipeline(profile, profile_name="dnd-complete.yaml", base_dir=Path("."))
+    return resolve_pipeline(
+        profile, profile_name="dnd-complete.yaml", base_dir=Path("."), registry=registry()
+    )
 
 
 def test_an_artifact_with_two_records_for_one_scene_is_malformed_not_unbound(

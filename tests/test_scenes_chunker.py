@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from notarius_dagster.engine.catalog import CATALOG
+from notarius_dagster.dnd.scenes_chunker import SCENES_CHUNKER
 from notarius_dagster.engine.chunking import chunk_invariant_problems
 from notarius_dagster.engine.contracts import ChunkRequest, RunContext
 from notarius_dagster.engine.inputs import document_digest, parse_transcript
@@ -37,7 +37,7 @@ def document(lines: list[tuple[str, str] | tuple[str, str, float]]) -> SourceDoc
 
 
 def chunked(doc: SourceDocument, **options: Any) -> list[Chunk]:
-    chunker = CATALOG.build("chunk", "scenes", {"min_units": 2, **options})
+    chunker = SCENES_CHUNKER.build({"min_units": 2, **options})
     ctx = RunContext(
         session_id="s1",
         lane_id=None,
@@ -126,7 +126,7 @@ def test_chunking_is_deterministic() -> None:
 )
 def test_unknown_or_invalid_options_are_refused(options: dict[str, Any]) -> None:
     with pytest.raises(ValidationError):
-        CATALOG.build("chunk", "scenes", options)
+        SCENES_CHUNKER.build(options)
 
 
 @pytest.mark.parametrize("name", ["fireball-sea-hag.jsonl", "crd3-c2e003.jsonl"])

@@ -4,6 +4,7 @@ references."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -12,12 +13,14 @@ from typing import Any
 
 import pytest
 
-from notarius_dagster.engine.catalog import CATALOG, ModuleSpec, ReferenceSlot
 from notarius_dagster.engine.chunk_stage import ChunkResult
+from notarius_dagster.engine.chunking import GenericChunker
 from notarius_dagster.engine.config import parse_profile
 from notarius_dagster.engine.contracts import BaseExtractor, ExtractRequest, ModuleOutput
 from notarius_dagster.engine.errors import InputError, InvalidReferenceError
-from notarius_dagster.engine.models import Rejection
+from notarius_dagster.engine.lanes import LaneSpec
+from notarius_dagster.engine.models import ReferenceSlot, Rejection
+from notarius_dagster.engine.registry import ChunkerSpec
 from notarius_dagster.engine.resolution import ResolvedPipeline, RuntimeBinding, resolve_pipeline
 from notarius_dagster.engine.session_steps import (
     NO_OVERRIDES,
@@ -28,6 +31,7 @@ from notarius_dagster.engine.session_steps import (
     run_lane_step,
 )
 from notarius_dagster.engine.transcripts import register_transcript
+from notarius_dagster.modules import registry
 
 SECRET = "STEPS-REFERENCE-MARKER-5521"
 
@@ -42,7 +46,7 @@ def cited_word(request: ExtractRequest, unit: int) -> list[str]:
 class NotesExtractor(BaseExtractor):
     """Names one NPC after the number of lines in its `notes` reference (0 when unbound)."""
 
-    def __init__(self, options: dict[str, Any]) -> None:
+    def __init__(self, lane: LaneSpec, options: dict[str, Any]) -> None:
         pass
 
     def extract(self, request: ExtractRequest) -> ModuleOutput:
@@ -67,28 +71,24 @@ class NotesExtractor(BaseExtractor):
         )
 
 
-CATALOG.register(
-    ModuleSpec(
-        key="test.steps-extract",
-        stage="extract",
-        requires=("chunks",),
-        artifact_kind="dnd/npc-list",
-        slots=(
-            ReferenceSlot(name="notes", max_bytes=100),
-            ReferenceSlot(name="scenes", accepted_kinds=("dnd/scene-description-list",)),
+NPCS = registry().lane("npcs")
+REGISTRY = dataclasses.replace(
+    registry().with_lanes(
+        dataclasses.replace(
+            NPCS,
+            modules=dataclasses.replace(NPCS.modules, extract=NotesExtractor),
+            slots=(
+                ReferenceSlot(name="notes", max_bytes=100),
+                ReferenceSlot(name="scenes", accepted_kinds=("dnd/scene-description-list",)),
+            ),
+        )
+    ),
+    chunkers=(
+        *registry().chunkers,
+        ChunkerSpec(
+            key="test.steps-chunker", build=GenericChunker, slots=(ReferenceSlot(name="style"),)
         ),
     ),
-    NotesExtractor,
-)
-CATALOG.register(
-    ModuleSpec(
-        key="test.steps-chunker",
-        stage="chunk",
-        requires=("source",),
-        provides=("chunks",),
-        slots=(ReferenceSlot(name="style"),),
-    ),
-    lambda options: CATALOG.build("chunk", "generic", options),
 )
 
 
@@ -102,17 +102,7 @@ def profile_data(notes: str | None = "notes.txt", style: str | None = None) -> d
             "id": "steps",
             "llm_profile": "test-double",
             "chunk": chunk,
-            "lanes": [
-                {
-                    "id": "npcs",
-                    "extract": {
-                        "module": "test.steps-extract",
-                        "references": {"notes": {"path": notes}} if notes else {},
-                    },
-                    "merge": {"module": "appendorder"},
-                    "normalize": {"module": "dnd.npcs.normalize"},
-                }
-            ],
+            "lanes": [{"id": "npcs", "references": {"notes": {"path": notes}} if notes else {}}],
         },
     }
 
@@ -128,9 +118,10 @@ def plan_for(folder: Path, data: dict[str, Any]) -> RunPipeline:
             runtime_references=refs,
             runtime_unbinds=unbinds,
             cwd=folder,
+            registry=REGISTRY,
         )
 
-    return RunPipeline(pipeline=resolve((), ()), resolve=resolve)
+    return RunPipeline(pipeline=resolve((), ()), registry=REGISTRY, resolve=resolve)
 
 
 @pytest.fixture
@@ -317,17 +308,13 @@ def test_runtime_references_are_checked_by_the_profile_rules_and_say_so(
     document = load_source_document(plan, overridden, transcripts=store, session_id="s1")
     assert len(document.units) == 4  # the profile's notes.txt is missing; the run's is not
     with pytest.raises(InvalidReferenceError, match="cannot apply them"):
-        RunPipeline(plan.pipeline).for_run(overridden)
+        RunPipeline(plan.pipeline, REGISTRY).for_run(overridden)
 
 
 def test_a_runtime_file_may_replace_another_lanes_artifact(tmp_path: Path) -> None:
     data = profile_data(notes=None)
-    data["pipeline"]["lanes"].insert(
-        0, {"id": "scene-descriptions", "extract": {"module": "dnd.scene_descriptions.extract"}}
-    )
-    data["pipeline"]["lanes"][1]["extract"]["references"] = {
-        "scenes": {"lane": "scene-descriptions"}
-    }
+    data["pipeline"]["lanes"].insert(0, {"id": "scene-descriptions"})
+    data["pipeline"]["lanes"][1]["references"] = {"scenes": "scene-descriptions"}
     plan = plan_for(tmp_path, data)
     assert plan.pipeline.lane("npcs").depends_on == ("scene-descriptions",)
     run = plan.for_run(RuntimeOverrides(references={"scenes": "scenes.json"}))

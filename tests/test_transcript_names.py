@@ -19,6 +19,7 @@ from notarius_dagster.engine.transcripts import (
     remove_transcript,
 )
 from notarius_dagster.inbox import InboxTranscript, register_content
+from notarius_dagster.modules import registry
 
 REPO = Path(__file__).resolve().parent.parent
 BAD = b'{"speaker": "DM", "text": "fine"}\n{"speaker": "DM", "text": 7}\n'
@@ -26,7 +27,9 @@ BAD = b'{"speaker": "DM", "text": "fine"}\n{"speaker": "DM", "text": 7}\n'
 
 def plan() -> RunPipeline:
     return RunPipeline(
-        resolve_profile_file(REPO / "configs" / "offline.yaml", llm_profile="test-double")
+        resolve_profile_file(
+            REPO / "configs" / "offline.yaml", llm_profile="test-double", registry=registry()
+        )
     )
 
 

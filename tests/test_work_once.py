@@ -14,6 +14,7 @@ from dagster import AssetKey, build_input_context, build_output_context
 
 from notarius_dagster.engine.models import SourceDocument
 from notarius_dagster.llm.client import compiled_validator
+from notarius_dagster.modules import registry
 from resources.io_managers import JsonAssetIOManager
 from tests.conftest import make_document
 
@@ -35,11 +36,8 @@ def test_the_client_compiles_a_schema_once_and_refuses_a_bad_one_every_time() ->
 
 def test_schema_problems_compiles_one_validator_per_kind(monkeypatch: pytest.MonkeyPatch) -> None:
     from notarius_dagster.engine import validators
-    from notarius_dagster.engine.artifact_kinds import get_kind
-    from notarius_dagster.modules import load_modules
 
-    load_modules()
-    kind = get_kind("dnd/npc-list")
+    kind = registry().kind("dnd/npc-list")
     validators._schema_validator.cache_clear()
     payload = {"kind": "dnd/npc-list", "schema_version": "v1", "source_id": "s", "npcs": []}
     for _ in range(3):

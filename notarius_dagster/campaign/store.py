@@ -30,7 +30,6 @@ from pydantic import ValidationError
 from notarius_dagster.campaign.build import READ_KINDS, SessionLanes, build_codex
 from notarius_dagster.campaign.model import CampaignEntry, CampaignIndex, Codex
 from notarius_dagster.dnd.roster import Roster, roster_slot
-from notarius_dagster.engine.artifact_kinds import get_kind
 from notarius_dagster.engine.digest import digest_of
 from notarius_dagster.engine.errors import NotariusError
 from notarius_dagster.engine.files import write_atomically
@@ -41,6 +40,7 @@ from notarius_dagster.engine.reading import (
     load_yaml,
     read_bounded,
 )
+from notarius_dagster.engine.registry import LaneRegistry
 
 CAMPAIGNS_DIR = ".campaigns"
 INDEX_FILE = "index.json"
@@ -94,7 +94,9 @@ def load_roster(path: Path) -> Roster:
         raise CodexError(f"roster {path.name!r}: {where}: {first['type']}") from None
 
 
-def read_session(bundles_root: Path, session_id: str) -> SessionLanes | None:
+def read_session(
+    bundles_root: Path, session_id: str, registry: LaneRegistry
+) -> SessionLanes | None:
     """The lane artifacts the codex reads from one published bundle, or None when the session
     has no bundle. A lane file that is not a valid artifact of its kind is an error."""
     link = Path(bundles_root) / session_id
@@ -112,7 +114,7 @@ def read_session(bundles_root: Path, session_id: str) -> SessionLanes | None:
             raise CodexError(f"session {session_id!r}: index.json names an unsafe file")
         payload = _read_json(folder / rel, f"session {session_id!r}: {name}")
         try:  # the lane's pydantic model, the schema's source (paths and types, no values)
-            get_kind(kind).parse(payload)
+            registry.kind(kind).parse(payload)
         except ValidationError as exc:
             first = exc.errors()[0]
             where = "/".join(str(p) for p in first["loc"]) or "(root)"
@@ -121,11 +123,13 @@ def read_session(bundles_root: Path, session_id: str) -> SessionLanes | None:
     return lanes
 
 
-def read_published(bundles_root: Path, roster: Roster) -> dict[str, SessionLanes]:
+def read_published(
+    bundles_root: Path, roster: Roster, registry: LaneRegistry
+) -> dict[str, SessionLanes]:
     """The published sessions of the roster's campaign (session id -> lane artifacts)."""
     out: dict[str, SessionLanes] = {}
     for session in roster.ordered_sessions():
-        lanes = read_session(bundles_root, session.id)
+        lanes = read_session(bundles_root, session.id, registry)
         if lanes is not None:
             out[session.id] = lanes
     return out
@@ -173,12 +177,12 @@ class Published:
     digest: str
 
 
-def publish_codex(bundles_root: Path, roster: Roster) -> Published:
+def publish_codex(bundles_root: Path, roster: Roster, registry: LaneRegistry) -> Published:
     """Build the campaign's codex from its published sessions and publish it (codex, page,
     index entry). The codex file is rewritten only when its content changes."""
     from notarius_dagster.campaign.render import render_codex_page
 
-    codex = build_codex(roster, read_published(bundles_root, roster))
+    codex = build_codex(roster, read_published(bundles_root, roster, registry))
     text = codex_text(codex)
     path = codex_path(bundles_root, roster.campaign)
     previous = path.read_text(encoding="utf-8") if path.exists() else None

@@ -190,11 +190,10 @@ def cmd_campaign_build(args: argparse.Namespace) -> int:
     """Build and publish the codex of ROSTER's campaign from its published session bundles
     (what the campaign_codex asset does)."""
     from notarius_dagster.campaign.store import CodexError, load_roster, publish_codex
-    from notarius_dagster.modules import load_modules
+    from notarius_dagster.modules import registry
 
-    load_modules()
     try:
-        published = publish_codex(bundles_root(args), load_roster(Path(args.roster)))
+        published = publish_codex(bundles_root(args), load_roster(Path(args.roster)), registry())
     except CodexError as exc:
         raise CommandError(exc) from None
     codex = published.codex

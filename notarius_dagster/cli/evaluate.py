@@ -135,19 +135,18 @@ def cmd_eval(args: argparse.Namespace) -> int:
     """Per lane: precision, recall and F1 of the records by name (gold aliases accepted), the
     same counting only records whose citations are mostly their gold record's units, and
     citation precision. See docs/evaluation.md."""
-    from notarius_dagster.dnd import load_lanes
     from notarius_dagster.engine.errors import NotariusError
     from notarius_dagster.engine.evaluation import evaluate
-    from notarius_dagster.engine.lanes import registered_match_fields
     from notarius_dagster.engine.reading import path_problem
+    from notarius_dagster.modules import registry
 
     bundle, gold = _bundle_and_gold(args)
     problem = path_problem(gold)  # a folder, a FIFO or /dev/zero is said as such
     if problem is not None:
         raise CommandError(f"gold: {problem}", EXIT_USAGE)
     try:
-        load_lanes()  # each lane declares what the evaluation matches its records on
-        report = evaluate(bundle, gold, registered_match_fields(), scorer=args.scorer)
+        # each lane declares what the evaluation matches its records on
+        report = evaluate(bundle, gold, registry().match_fields(), scorer=args.scorer)
     except NotariusError as exc:
         raise CommandError(exc) from None
     if args.json:

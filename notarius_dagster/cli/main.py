@@ -95,11 +95,12 @@ def _llm_not_ready(args: argparse.Namespace) -> str | None:
     from notarius_dagster.engine.resolution import resolve_profile_file
     from notarius_dagster.llm.preflight import readiness_problems
     from notarius_dagster.llm.profiles import LLMProfile
-    from notarius_dagster.modules import load_modules
+    from notarius_dagster.modules import registry
 
-    load_modules()
     try:
-        resolved = resolve_profile_file(Path(args.config), llm_profile=args.llm_profile)
+        resolved = resolve_profile_file(
+            Path(args.config), llm_profile=args.llm_profile, registry=registry()
+        )
     except NotariusError:
         return None
     from notarius_dagster.settings import api_key
@@ -279,11 +280,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from notarius_dagster.engine.errors import NotariusError
     from notarius_dagster.engine.resolution import resolve_profile_file
     from notarius_dagster.llm.profiles import LLMProfile
-    from notarius_dagster.modules import load_modules
+    from notarius_dagster.modules import registry
 
-    load_modules()
     try:
-        resolved = resolve_profile_file(Path(args.config), llm_profile=args.llm_profile)
+        resolved = resolve_profile_file(
+            Path(args.config), llm_profile=args.llm_profile, registry=registry()
+        )
     except NotariusError as exc:
         raise CommandError(exc) from None
     profile = LLMProfile.model_validate(resolved.llm_profile)

@@ -23,11 +23,10 @@ from notarius_dagster.dnd.roster import (
     map_speakers,
     roster_index,
 )
-from notarius_dagster.engine.catalog import ReferenceSlot
 from notarius_dagster.engine.contracts import ExtractRequest, ModuleOutput, PreparedReference
 from notarius_dagster.engine.lane_models import allows_none
 from notarius_dagster.engine.lanes import LaneRule, LaneSpec
-from notarius_dagster.engine.models import RunWarning
+from notarius_dagster.engine.models import ReferenceSlot, RunWarning
 from notarius_dagster.engine.validators import ValidationContext
 
 NPCS_SLOT = "npcs"

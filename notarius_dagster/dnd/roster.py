@@ -20,8 +20,8 @@ With a roster bound, the lanes that name people use `RosterIndex`:
 - every such prompt gets one context line naming the party and the DM (`party_line`), names
   only;
 - the support validator accepts a player's speaker label as a mention of the character only
-  where the supported field is the speaker (a combat turn's actor: `speaker_names`, registered
-  with the support validator's speaker hook; `LaneSpec.speaker_acts`).
+  where the supported field is the speaker (a combat turn's actor: `speaker_names`, the support
+  validator's speaker hook the D&D registry carries; `LaneSpec.speaker_acts`).
 Without a roster nothing here runs and every lane behaves as before."""
 
 from __future__ import annotations
@@ -35,11 +35,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
-from notarius_dagster.engine.artifact_kinds import ArtifactKind, register_kind
-from notarius_dagster.engine.catalog import ReferenceSlot
+from notarius_dagster.engine.artifact_kinds import ArtifactKind
 from notarius_dagster.engine.contracts import PreparedReference
-from notarius_dagster.engine.models import RunWarning
-from notarius_dagster.engine.support import register_speaker_names
+from notarius_dagster.engine.models import ReferenceSlot, RunWarning
 
 ROSTER_SLOT = "roster"
 ROSTER_KIND = "dnd/roster"
@@ -178,17 +176,16 @@ def _no_refs(_model: BaseModel) -> Iterable[Any]:
     return ()
 
 
-register_kind(
-    ArtifactKind(
-        kind=ROSTER_KIND,
-        model=Roster,
-        schema_id="notarius.dnd.roster",
-        schema_name="dnd_roster_v1",
-        schema_version="v1",
-        items_field="party",
-        project_source_refs=_no_refs,
-    )
+ROSTER_ARTIFACT = ArtifactKind(
+    kind=ROSTER_KIND,
+    model=Roster,
+    schema_id="notarius.dnd.roster",
+    schema_name="dnd_roster_v1",
+    schema_version="v1",
+    items_field="party",
+    project_source_refs=_no_refs,
 )
+"""The roster's kind: a reference kind of the D&D registry (`notarius_dagster.modules`)."""
 
 
 def roster_slot() -> ReferenceSlot:
@@ -428,6 +425,3 @@ def speaker_names(references: Mapping[str, Any], label: str) -> Sequence[str]:
         index = RosterIndex(Roster.model_validate(dict(ref.artifact)), "")
         _INDEXES[ref.digest] = index
     return index.aliases_for(label)
-
-
-register_speaker_names(speaker_names)

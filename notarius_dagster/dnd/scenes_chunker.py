@@ -23,10 +23,10 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from notarius_dagster.engine.catalog import CATALOG, ModuleSpec
 from notarius_dagster.engine.chunking import make_chunk, render_unit
 from notarius_dagster.engine.contracts import ChunkRequest
 from notarius_dagster.engine.models import Chunk, SourceUnit
+from notarius_dagster.engine.registry import ChunkerSpec
 
 INITIATIVE = re.compile(r"\broll(?:ing)?\s+(?:for\s+|your\s+)?initiative\b", re.IGNORECASE)
 BREAK_ANNOUNCED = re.compile(
@@ -147,7 +147,5 @@ class ScenesChunker:
         return chunks
 
 
-CATALOG.register(
-    ModuleSpec(key="scenes", stage="chunk", provides=("chunks",), requires=("source",)),
-    ScenesChunker,
-)
+SCENES_CHUNKER = ChunkerSpec(key="scenes", build=ScenesChunker)
+"""The scene chunker a profile names as `pipeline.chunk.module: scenes`."""

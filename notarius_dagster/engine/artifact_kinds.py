@@ -1,8 +1,8 @@
-"""The registry of artifact kinds. A kind ties a name (`dnd/npc-list`) to its pydantic model,
+"""Artifact kinds. A kind ties a name (`dnd/npc-list`) to its pydantic model,
 schema identity, the list field that holds its records, an explicit, typed projection of its
 source references (used by validators and the evidence context) and the record fields a preview
-may show. Lanes register their kind through `engine/lanes.py` (`register_lane`); generic code
-only ever sees kinds through this registry."""
+may show. A lane's kind is derived from its `LaneSpec` (`engine/lanes.py`); generic code only
+ever sees kinds through the lane registry value (`engine/registry.py`)."""
 
 from __future__ import annotations
 
@@ -53,25 +53,3 @@ class ArtifactKind:
     def source_refs(self, payload: dict[str, Any]) -> list[SourceRef]:
         """Direct references of a (valid) payload, in record order."""
         return list(self.project_source_refs(self.parse(payload)))
-
-
-_KINDS: dict[str, ArtifactKind] = {}
-
-
-def register_kind(kind: ArtifactKind) -> ArtifactKind:
-    existing = _KINDS.get(kind.kind)
-    if existing is not None and existing != kind:
-        raise ValueError(f"artifact kind {kind.kind!r} registered twice")
-    _KINDS[kind.kind] = kind
-    return kind
-
-
-def get_kind(name: str) -> ArtifactKind:
-    try:
-        return _KINDS[name]
-    except KeyError:
-        raise KeyError(f"unknown artifact kind {name!r}") from None
-
-
-def registered_kinds() -> dict[str, ArtifactKind]:
-    return dict(_KINDS)

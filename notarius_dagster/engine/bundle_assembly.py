@@ -4,11 +4,11 @@ accepted lane payloads. Nothing is encoded or written here (`bundle.py` does tha
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel
 
-from notarius_dagster.engine.artifact_kinds import get_kind
+from notarius_dagster.engine.artifact_kinds import ArtifactKind
 from notarius_dagster.engine.bundle import JSON_MEDIA_TYPE, LogicalFile, lane_file, lane_files
 from notarius_dagster.engine.bundle_documents import (
     BUNDLE_VERSION,
@@ -38,6 +38,7 @@ def build_index(
     accepted: Sequence[LaneResult],
     chunk_map: bool,
     evidence_context: bool,
+    kinds: Mapping[str, ArtifactKind],
 ) -> Index:
     """The index of a bundle whose manifest is `manifest` and whose lane files are the
     payloads of `accepted`."""
@@ -49,14 +50,13 @@ def build_index(
         source_digest=manifest.source.digest,
         validation_status=manifest.validation_status,
         files=BundleFiles(manifest=MANIFEST_FILE, warnings=WARNINGS_FILE, rejected=REJECTED_FILE),
-        lanes=tuple(_lane_descriptor(lr) for lr in accepted),
+        lanes=tuple(_lane_descriptor(lr, kinds[lr.kind]) for lr in accepted),
         chunk_map=CHUNK_MAP_DESCRIPTOR if chunk_map else None,
         evidence_context=EVIDENCE_DESCRIPTOR if evidence_context else None,
     )
 
 
-def _lane_descriptor(result: LaneResult) -> LaneDescriptor:
-    kind = get_kind(result.kind)
+def _lane_descriptor(result: LaneResult, kind: ArtifactKind) -> LaneDescriptor:
     return LaneDescriptor(
         lane_id=result.lane_id,
         file=lane_file(result.lane_id),
@@ -81,6 +81,7 @@ def assemble_bundle(
     chunk_result: ChunkResult,
     lane_results: Sequence[LaneResult],
     evidence_context: EvidenceContext | None,
+    kinds: Mapping[str, ArtifactKind],
 ) -> list[LogicalFile]:
     """Every logical file of the bundle, `index.json` first, then the manifest, warnings,
     rejections, chunk map, evidence context and lane files."""
@@ -92,6 +93,7 @@ def assemble_bundle(
         accepted=accepted,
         chunk_map=chunk_map is not None,
         evidence_context=evidence_context is not None,
+        kinds=kinds,
     )
     warnings = WarningList(
         (*chunk_result.warnings, *(w for lr in lane_results for w in lr.warnings))

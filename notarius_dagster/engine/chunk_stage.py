@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from notarius_dagster.engine.catalog import CATALOG, ModuleCatalog
 from notarius_dagster.engine.chunking import chunk_invariant_problems, rebuild_chunks
 from notarius_dagster.engine.contracts import (
     ChunkRequest,
@@ -25,6 +24,7 @@ from notarius_dagster.engine.models import (
     RunWarning,
     SourceDocument,
 )
+from notarius_dagster.engine.registry import LaneRegistry
 from notarius_dagster.engine.resolution import ResolvedStage
 from notarius_dagster.engine.validators import ValidationContext, run_chain
 
@@ -46,11 +46,15 @@ def run_chunk_stage(
     session_id: str,
     references: Mapping[str, PreparedReference] | None = None,
     client: StructuredClient | None = None,
-    catalog: ModuleCatalog = CATALOG,
+    registry: LaneRegistry,
 ) -> ChunkResult:
     """Chunk `document` with its retries: a framework error or a rejected chunk list uses one
-    attempt; the last rejection is returned, the last framework error raised as ChunkingError."""
-    chunker = catalog.build_chunker(stage.module, stage.options)
+    attempt; the last rejection is returned, the last framework error raised as ChunkingError.
+    The chunker comes from `registry` (resolution checked that it is there)."""
+    spec = registry.chunker(stage.module)
+    if spec is None:
+        raise ChunkingError(f"chunker {stage.module!r} is not in the registry")
+    chunker = spec.build(dict(stage.options))
     request = ChunkRequest(
         document=document,
         context=RunContext(

@@ -10,10 +10,10 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from notarius_dagster.engine.catalog import CATALOG, ModuleSpec
 from notarius_dagster.engine.contracts import ChunkRequest
 from notarius_dagster.engine.digest import digest_of
 from notarius_dagster.engine.models import Chunk, SourceDocument, SourceUnit
+from notarius_dagster.engine.registry import ChunkerSpec
 
 MAX_SPEAKER_CHARS = 40
 """A speaker label longer than this is cut (with `…`): a label is a name, not a paragraph."""
@@ -137,10 +137,8 @@ class GenericChunker:
         return chunks
 
 
-CATALOG.register(
-    ModuleSpec(key="generic", stage="chunk", provides=("chunks",), requires=("source",)),
-    GenericChunker,
-)
+GENERIC_CHUNKER = ChunkerSpec(key="generic", build=GenericChunker)
+"""The default chunker (`pipeline.chunk.module: generic`)."""
 
 
 def chunk_invariant_problems(document: SourceDocument, chunks: Sequence[Chunk]) -> list[str]:

@@ -15,9 +15,9 @@ from notarius_dagster.engine.limits import MAX_PROFILE_BYTES, Budget, InputLimit
 from notarius_dagster.engine.reading import FileRefused, ParseRefused, load_yaml, read_bounded
 
 DEFAULT_CHUNK_MODULE = "generic"
-DEFAULT_MERGE_MODULE = "appendorder"
-DEFAULT_NORMALIZE_MODULE = "noop"
 DEFAULT_OUTPUT_MODULE = "json"
+LANE_FORM = "- {id: spells, retries: 1, references: {npcs: npcs}}"
+"""How a profile names a lane (docs/configuration.md), quoted by the error for the old form."""
 
 
 class Strict(BaseModel):
@@ -43,7 +43,7 @@ class ReferenceBindingConfig(Strict):
 
 
 class StageConfig(Strict):
-    """A module binding for one stage: module key, options, retries, validator override."""
+    """The chunker: its key, options, retries, validator override and reference bindings."""
 
     module: str
     options: dict[str, Any] = Field(default_factory=dict)
@@ -56,12 +56,25 @@ class StageConfig(Strict):
 
 
 class LaneConfig(Strict):
-    """One artifact lane: extract per chunk, merge, normalize."""
+    """One lane of the registry, by id: how often its extraction is retried, what its
+    reference slots are bound to (a lane id, or `{path: FILE}` / `{lane: ID}`) and, rarely,
+    a stage's validator chain replaced."""
 
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{0,47}$")
-    extract: StageConfig
-    merge: StageConfig | None = None
-    normalize: StageConfig | None = None
+    retries: int = Field(default=0, ge=0, le=10, description="extraction retries per chunk")
+    references: dict[str, str | ReferenceBindingConfig] = Field(default_factory=dict)
+    validators: dict[Literal["extract", "merge", "normalize"], list[str]] = Field(
+        default_factory=dict,
+        description="a stage's chain replaced (even by []); a stage not named keeps the "
+        "central defaults and the lane's rules",
+    )
+
+    def bindings(self) -> dict[str, ReferenceBindingConfig]:
+        """The reference bindings, a bare lane id read as `{lane: ID}`."""
+        return {
+            slot: ReferenceBindingConfig(lane=b) if isinstance(b, str) else b
+            for slot, b in self.references.items()
+        }
 
 
 class InputConfig(Strict):
@@ -126,10 +139,24 @@ def key_path(loc: tuple[int | str, ...]) -> str:
     return out or "(top level)"
 
 
+_OLD_LANE_KEYS = frozenset({"extract", "merge", "normalize"})
+
+
 def parse_profile(data: Any, *, profile_name: str) -> ProfileFile:
-    """Validate already-loaded YAML data; the first error names its key path."""
+    """Validate already-loaded YAML data; the first error names its key path. A lane written
+    as module triples (the form before lanes were named by id) is refused with the new form."""
     if not isinstance(data, dict):
         raise ProfileError(profile_name, "(top level)", "expected a mapping")
+    pipeline = data.get("pipeline")
+    lanes = pipeline.get("lanes") if isinstance(pipeline, dict) else None
+    for index, lane in enumerate(lanes if isinstance(lanes, list) else []):
+        if isinstance(lane, dict) and _OLD_LANE_KEYS & set(lane):
+            raise ProfileError(
+                profile_name,
+                f"pipeline.lanes[{index}]",
+                "lanes are named by id, not by extract/merge/normalize modules; write "
+                f'`{LANE_FORM}` (docs/configuration.md, "The profile file")',
+            )
     try:
         return ProfileFile.model_validate(data)
     except ValidationError as exc:

@@ -21,7 +21,7 @@ from typing import Any, Final, Literal
 
 from pydantic import ConfigDict, Field, ValidationError
 
-from notarius_dagster.engine.artifact_kinds import ArtifactKind, get_kind
+from notarius_dagster.engine.artifact_kinds import ArtifactKind
 from notarius_dagster.engine.errors import EvidenceError
 from notarius_dagster.engine.lane_runner import LaneResult
 from notarius_dagster.engine.models import Frozen, SourceDocument, SourceRef
@@ -100,6 +100,7 @@ def build_evidence_context(
     *,
     lanes: Sequence[str],
     window_units: int,
+    kinds: Mapping[str, ArtifactKind],
 ) -> EvidenceContext:
     """Project the accepted artifacts of the allowlisted `lanes` onto `document`.
 
@@ -110,7 +111,7 @@ def build_evidence_context(
     if isinstance(window_units, bool) or not isinstance(window_units, int) or window_units < 0:
         raise EvidenceError("evidence context: window_units must be a non-negative integer")
     positions = document.position_index()
-    cited = _collect(document, positions, lane_results, set(allowlist))
+    cited = _collect(document, positions, lane_results, set(allowlist), kinds)
     contexts = tuple(
         _span(document, cited, merged)
         for merged in _expand_and_merge(cited, window_units, len(document.units))
@@ -143,6 +144,7 @@ def _collect(
     positions: Mapping[int, int],
     lane_results: Sequence[LaneResult],
     allowed: set[str],
+    kinds: Mapping[str, ArtifactKind],
 ) -> _Cited:
     cited: _Cited = {}
     seen_lanes: set[str] = set()
@@ -154,28 +156,19 @@ def _collect(
         seen_lanes.add(result.lane_id)
         if result.status != "accepted" or result.payload is None:
             continue  # rejected or absent output: nothing of it is published
-        for index, ref in enumerate(_project(result)):
+        for index, ref in enumerate(_project(result, kinds.get(result.kind))):
             key = _validate(document, positions, ref, result.lane_id, index)
             entry = cited.setdefault(key, (ref, set()))
             entry[1].add(result.lane_id)
     return cited
 
 
-def _project(result: LaneResult) -> list[SourceRef]:
+def _project(result: LaneResult, kind: ArtifactKind | None) -> list[SourceRef]:
     """Direct references of a lane's accepted artifact, through its kind's typed projection.
     Defensive copies: nothing downstream shares objects with the lane's value."""
     lane = result.lane_id
-    try:
-        kind: ArtifactKind = get_kind(result.kind)
-    except KeyError:
-        raise EvidenceError(
-            f"evidence context: lane {lane!r} has an unregistered artifact kind"
-        ) from None
-    if kind.project_source_refs is None:
-        raise EvidenceError(
-            f"evidence context: lane {lane!r} has artifact kind "
-            f"{result.kind!r}, which exposes no source evidence"
-        )
+    if kind is None:
+        raise EvidenceError(f"evidence context: lane {lane!r} has an unregistered artifact kind")
     assert result.payload is not None
     try:
         artifact = kind.parse(result.payload)

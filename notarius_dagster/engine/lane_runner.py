@@ -21,8 +21,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from notarius_dagster.engine.artifact_kinds import ArtifactKind, get_kind
-from notarius_dagster.engine.catalog import CATALOG, ModuleCatalog
+from notarius_dagster.engine.artifact_kinds import ArtifactKind
 from notarius_dagster.engine.checkpoints import (
     CheckpointStore,
     RejectionCheckpoints,
@@ -56,9 +55,12 @@ from notarius_dagster.engine.models import (
     RunWarning,
     SourceDocument,
 )
+from notarius_dagster.engine.registry import LaneRegistry
 from notarius_dagster.engine.resolution import ResolvedLane, ResolvedStage
+from notarius_dagster.engine.support import SpeakerNames
 from notarius_dagster.engine.validators import (
     ValidationContext,
+    Validator,
     record_verdicts,
     run_chain,
     tighten_supported,
@@ -140,15 +142,26 @@ def run_lane(
     max_concurrency: int = 1,
     checkpoints: CheckpointStore | None = None,
     progress: Progress | None = None,
-    catalog: ModuleCatalog = CATALOG,
+    registry: LaneRegistry,
     deadline: LaneDeadline | None = None,
 ) -> LaneResult:
     """Run one lane over the accepted chunks. `references` maps stage name to its prepared
     references by slot. Raises LaneError for a framework failure after its retries; an LLM
     error that is transient or an unavailable tier escapes unchanged, unless `deadline` has
     passed (then LaneDeadlineError, as when the deadline arrives while chunks are running)."""
-    run = _LaneRun(lane, get_kind(lane.kind), document, references, client, session_id, progress)
-    modules = _build_modules(lane, catalog)
+    spec = registry.lane(lane.id)
+    run = _LaneRun(
+        lane,
+        spec.artifact_kind,
+        document,
+        references,
+        client,
+        session_id,
+        progress,
+        spec.rules(),
+        registry.speaker_names,
+    )
+    modules = _Modules(spec.extractor(), spec.merger(), spec.normalizer())
     extracted = _extract_all(
         run,
         modules.extractor,
@@ -195,6 +208,8 @@ class _LaneRun:
     client: StructuredClient | None
     session_id: str
     progress: Progress | None
+    rules: Mapping[str, Validator]
+    speaker_names: tuple[SpeakerNames, ...]
 
     def context(self, stage: ResolvedStage) -> RunContext:
         return RunContext(
@@ -216,6 +231,8 @@ class _LaneRun:
             kind=self.kind,
             document=self.document,
             references=self.references.get(stage.stage, {}),
+            rules=self.rules,
+            speaker_names=self.speaker_names,
             **inputs,
         )
 
@@ -266,15 +283,6 @@ class _Collected:
 
 
 # ---- the steps, in order
-
-
-def _build_modules(lane: ResolvedLane, catalog: ModuleCatalog) -> _Modules:
-    """All three modules, before any chunk is extracted."""
-    return _Modules(
-        extractor=catalog.build_extractor(lane.extract.module, lane.extract.options),
-        merger=catalog.build_merger(lane.merge.module, lane.merge.options),
-        normalizer=catalog.build_normalizer(lane.normalize.module, lane.normalize.options),
-    )
 
 
 def _extract_all(

@@ -1,13 +1,14 @@
-"""The lane registry: one `LaneSpec` per lane says everything the engine knows about it, and
-`register_lane(spec)` — the same one call for every lane — registers its artifact kind, its
-extract/merge/normalize modules in the catalog and its lane rules as validators.
+"""Lanes: one `LaneSpec` per lane says everything the engine knows about it (its artifact kind,
+its extract/merge/normalize modules, its rules); the lane registry value (`engine/registry.py`)
+holds the specs a deployment offers, and a profile names lanes by id.
 
 A lane is a folder (a Python package) with `lane.py` defining `LANE = LaneSpec(...)`, the record
 model(s) and `prompt.md`; `load_lane_packages` imports every such folder of a domain package and
 `load_lane_folder` one folder outside the import path (a plug-in, a test's throwaway lane), both
-through `load_lane_package`. The list envelope and the answer model are derived from the record
-model (`engine/lane_models.py`). docs/lanes.md describes the fields; its lane table is generated
-from this registry (`python -m notarius_dagster.schemas --write`)."""
+through `load_lane_package`; none of them registers anything: they return the specs. The list
+envelope and the answer model are derived from the record model (`engine/lane_models.py`).
+docs/lanes.md describes the fields; its lane table is generated from the D&D registry
+(`python -m notarius_dagster.schemas --write`)."""
 
 from __future__ import annotations
 
@@ -24,13 +25,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from notarius_dagster.engine.artifact_kinds import ArtifactKind, register_kind
-from notarius_dagster.engine.catalog import CATALOG, ModuleSpec, ReferenceSlot
-from notarius_dagster.engine.contracts import ModuleOutput
+from notarius_dagster.engine.artifact_kinds import ArtifactKind
+from notarius_dagster.engine.contracts import Extractor, Merger, ModuleOutput, Normalizer
 from notarius_dagster.engine.evaluation import MatchFields
 from notarius_dagster.engine.lane_models import AnswerSpec, answer_model, camel, list_model
-from notarius_dagster.engine.models import SourceRef
-from notarius_dagster.engine.validators import ValidationContext, register_validator
+from notarius_dagster.engine.models import ReferenceSlot, SourceRef
+from notarius_dagster.engine.validators import ValidationContext, Validator
 
 LaneStage = Literal["extract", "merge", "normalize"]
 LANE_STAGES: tuple[LaneStage, ...] = ("extract", "merge", "normalize")
@@ -45,7 +45,7 @@ _KIND = re.compile(r"^[a-z][a-z0-9]*/[a-z][a-z0-9-]*$")
 
 @dataclass(frozen=True)
 class LaneRule:
-    """A validator a lane adds to the central chain of one stage. It is registered as
+    """A validator a lane adds to the central chain of one stage. It is named
     `<module prefix>.<name>` (e.g. `dnd.spells.ids`), the name profiles and rejections use."""
 
     stage: LaneStage
@@ -79,6 +79,17 @@ class GoldMatch:
     many_to_one: bool = False
 
 
+@dataclass(frozen=True)
+class ReportTable:
+    """How the session report shows a lane it has no section of its own for: a section titled
+    `title`, a table of each record's id, the record fields `columns` (header, field) and its
+    citations. Default (`LaneSpec.report_table`): the lane id, and the preview fields."""
+
+    title: str
+    noun: str
+    columns: tuple[tuple[str, str], ...]
+
+
 @dataclass(frozen=True, eq=False)
 class LaneSpec:
     """One lane, declared once (docs/lanes.md, "The lane registry").
@@ -105,7 +116,9 @@ class LaneSpec:
     - `refs_field`: the record's citations, a list of source references or a single one.
     - `unique_fields`: fields that must not repeat within one artifact (checked by the envelope).
     - `gold_match`: what the gold evaluation matches records on (`GoldMatch`); None: the lane
-      is not scored (`registered_match_fields`).
+      is not scored (`LaneRegistry.match_fields`).
+    - `report`: how the session report shows the lane when no section of its own does
+      (`ReportTable`); None: `report_table` derives one from the preview fields.
     - `prompt`: the prompt file; default `prompt.md` beside the record model's module.
     - `version`: the modules' version (part of checkpoint fingerprints and code versions).
     - Derived unless given: `items_field` (`lane_id` with `_` for `-`), `module_prefix`
@@ -128,6 +141,7 @@ class LaneSpec:
     refs_field: str = "source_refs"
     unique_fields: tuple[str, ...] = ()
     gold_match: GoldMatch | None = None
+    report: ReportTable | None = None
     prompt: Path = Path()
     version: str = "1"
     schema_version: str = "v1"
@@ -168,6 +182,8 @@ class LaneSpec:
             "answer.defaults": tuple(self.answer.defaults),
             "answer.fields": tuple(self.answer.fields),
         }
+        if self.report is not None:
+            named["report.columns"] = tuple(field for _, field in self.report.columns)
         if self.gold_match is not None:
             aliases = self.gold_match.aliases
             named["gold_match"] = (self.gold_match.name, *((aliases,) if aliases else ()))
@@ -237,6 +253,15 @@ class LaneSpec:
             many_to_one=match.many_to_one,
         )
 
+    @property
+    def report_table(self) -> ReportTable:
+        """The report's table of this lane: `report`, else the lane id over the preview fields
+        (the id column comes first anyway)."""
+        if self.report is not None:
+            return self.report
+        columns = tuple((f, f) for f in self.preview_fields if f != self.id_field)
+        return ReportTable(title=self.lane_id, noun="records", columns=columns)
+
     def source_refs(self, artifact: BaseModel) -> list[SourceRef]:
         """Each record's citations, in record order (a single reference counts as one)."""
         refs: list[SourceRef] = []
@@ -254,7 +279,7 @@ class LaneSpec:
             self.items_field: records,
         }
 
-    # ---- what is registered ----
+    # ---- module keys and rules ----
 
     def module_key(self, stage: LaneStage) -> str:
         return f"{self.module_prefix}.{stage}"
@@ -266,22 +291,31 @@ class LaneSpec:
             if rule.stage == stage
         )
 
-    def module_specs(self) -> tuple[ModuleSpec, ...]:
-        """The catalog entries: extract (with the slots) provides the records; all three
-        produce this lane's kind and carry its rules as default validators."""
-        return tuple(
-            ModuleSpec(
-                key=self.module_key(stage),
-                stage=stage,
-                version=self.version,
-                requires=("chunks",),
-                provides=(self.items_field,) if stage == "extract" else (),
-                slots=self.slots if stage == "extract" else (),
-                artifact_kind=self.kind,
-                default_validators=self.rule_names(stage) or None,
-            )
-            for stage in LANE_STAGES
-        )
+    def rules(self) -> dict[str, Validator]:
+        """The lane's rules by name, bound to this spec (the validation context carries them)."""
+        return {
+            f"{self.module_prefix}.{rule.name}": _bound(self, rule) for rule in self.modules.rules
+        }
+
+    def extractor(self) -> Extractor:
+        extractor: Extractor = self.modules.extract(self, {})
+        return extractor
+
+    def merger(self) -> Merger:
+        merger: Merger = self.modules.merge(self, {})
+        return merger
+
+    def normalizer(self) -> Normalizer:
+        normalizer: Normalizer = self.modules.normalize(self, {})
+        return normalizer
+
+
+def _bound(lane: LaneSpec, rule: LaneRule) -> Validator:
+    def check(ctx: ValidationContext, output: ModuleOutput) -> list[str]:
+        return rule.check(lane, ctx, output)
+
+    check.__doc__ = rule.check.__doc__
+    return check
 
 
 class NoOptionsModule:
@@ -299,75 +333,20 @@ def _beside(model: type[BaseModel], name: str) -> Path:
     return Path(module_file).with_name(name) if module_file else Path(name)
 
 
-_LANES: dict[str, LaneSpec] = {}
-
-
-def register_lane(lane: LaneSpec) -> LaneSpec:
-    """Register a lane's kind, modules and rules. Registering the same spec again is a no-op;
-    another spec for a registered kind is an error."""
-    existing = _LANES.get(lane.kind)
-    if existing is lane:
-        return lane
-    if existing is not None:
-        raise ValueError(f"lane kind {lane.kind!r} registered twice")
-    register_kind(lane.artifact_kind)
-    for rule in lane.modules.rules:
-        register_validator(f"{lane.module_prefix}.{rule.name}")(_bound_rule(lane.kind, rule))
-    for spec in lane.module_specs():
-        CATALOG.register(spec, _module_factory(lane.kind, spec.stage))
-    _LANES[lane.kind] = lane
-    return lane
-
-
-def _module_factory(kind: str, stage: str) -> Callable[[dict[str, Any]], Any]:
-    """Builds the module from the lane as registered at build time, not at registration, so
-    a test can point a registered lane at an edited prompt (tests/lane_doubles.py, use_prompt)."""
-
-    def build(options: dict[str, Any]) -> Any:
-        lane = _LANES[kind]
-        factory: ModuleFactory = getattr(lane.modules, stage)
-        return factory(lane, options)
-
-    return build
-
-
-def _bound_rule(
-    kind: str, rule: LaneRule
-) -> Callable[[ValidationContext, ModuleOutput], list[str]]:
-    def check(ctx: ValidationContext, output: ModuleOutput) -> list[str]:
-        return rule.check(_LANES[kind], ctx, output)
-
-    check.__doc__ = rule.check.__doc__
-    return check
-
-
-def registered_lanes() -> dict[str, LaneSpec]:
-    """Registered lanes by kind, in registration order."""
-    return dict(_LANES)
-
-
-def registered_match_fields() -> dict[str, MatchFields]:
-    """What the gold evaluation matches records on, by artifact kind, for every registered
-    lane that declares `gold_match` (the table `engine/evaluation.py` is given)."""
-    return {
-        kind: lane.match_fields for kind, lane in _LANES.items() if lane.match_fields is not None
-    }
-
-
 # ---- discovery: a lane is a folder with lane.py ----
 
 
 def load_lane_package(package: str) -> LaneSpec:
-    """Import `<package>.lane` and register its `LANE`."""
+    """Import `<package>.lane` and return its `LANE`."""
     module = importlib.import_module(f"{package}.lane")
     lane = getattr(module, "LANE", None)
     if not isinstance(lane, LaneSpec):
         raise TypeError(f"{package}.lane defines no `LANE = LaneSpec(...)`")
-    return register_lane(lane)
+    return lane
 
 
 def load_lane_packages(parent: str, paths: Iterable[str]) -> list[LaneSpec]:
-    """Register the lane of every subpackage of the package `parent` (at `paths`)."""
+    """The lane of every subpackage of the package `parent` (at `paths`), by folder name."""
     return [
         load_lane_package(f"{parent}.{info.name}")
         for info in sorted(pkgutil.iter_modules(list(paths)), key=lambda i: i.name)
@@ -376,7 +355,7 @@ def load_lane_packages(parent: str, paths: Iterable[str]) -> list[LaneSpec]:
 
 
 def load_lane_folder(folder: Path) -> LaneSpec:
-    """Register the lane of a folder outside the import path: it is imported as the top-level
+    """The lane of a folder outside the import path: it is imported as the top-level
     package named after the folder (its modules import each other relatively, `from .model
     import ...`), then loaded like any lane package."""
     name = folder.name

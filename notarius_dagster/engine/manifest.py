@@ -4,10 +4,10 @@ prompts, responses, credentials or filesystem paths."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from notarius_dagster.engine.artifact_kinds import get_kind
+from notarius_dagster.engine.artifact_kinds import ArtifactKind
 from notarius_dagster.engine.bundle import JSON_MEDIA_TYPE, lane_file
 from notarius_dagster.engine.bundle_documents import (
     MANIFEST_VERSION,
@@ -35,9 +35,11 @@ from notarius_dagster.engine.redaction import public_endpoint
 from notarius_dagster.engine.resolution import ResolvedPipeline
 
 
-def lane_summary(lane_result: LaneResult, pipeline: ResolvedPipeline) -> ManifestLane:
+def lane_summary(
+    lane_result: LaneResult, pipeline: ResolvedPipeline, kinds: Mapping[str, ArtifactKind]
+) -> ManifestLane:
     lane = pipeline.lane(lane_result.lane_id)
-    kind = get_kind(lane.kind)
+    kind = kinds[lane.kind]
     stats = lane_result.stats
     return ManifestLane(
         lane_id=lane.id,
@@ -94,6 +96,7 @@ def build_manifest(
     completed_at: str,
     wall_time_s: float,
     evidence_enabled: bool,
+    kinds: Mapping[str, ArtifactKind],
 ) -> Manifest:
     rejections = [r for lr in lane_results for r in lr.rejections]
     if chunk_result.rejection is not None:
@@ -130,14 +133,14 @@ def build_manifest(
         chunks=len(chunk_result.chunk_map.chunks) if chunk_result.chunk_map else 0,
         llm_profile=llm_profile_summary(pipeline.llm_profile),
         references=ManifestReferences(chunk=chunk_result.references),
-        artifact_lanes=tuple(lane_summary(lr, pipeline) for lr in lane_results),
+        artifact_lanes=tuple(lane_summary(lr, pipeline, kinds) for lr in lane_results),
         outputs=tuple(
             ManifestOutput(
                 lane_id=lr.lane_id,
                 normalizer=pipeline.lane(lr.lane_id).normalize.module,
                 media_type=JSON_MEDIA_TYPE,
                 source_id=document.source_id,
-                schema_id=get_kind(lr.kind).schema_id,
+                schema_id=kinds[lr.kind].schema_id,
                 file=lane_file(lr.lane_id),
             )
             for lr in lane_results

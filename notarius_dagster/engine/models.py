@@ -17,6 +17,17 @@ class Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+class ReferenceSlot(Frozen):
+    """A named input a chunker or a lane's extractor may receive: an external file or another
+    lane's artifact (docs/configuration.md, "Reference bindings")."""
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]{0,47}$")
+    required: bool = False
+    accepted_kinds: tuple[str, ...] = ()
+    accepted_media_types: tuple[str, ...] = ()
+    max_bytes: int = 1_000_000
+
+
 class SourceUnit(Frozen):
     """One utterance or line of a transcript. `unit_id` is unique but not ordered: order is
     the unit's position in the document, never id arithmetic."""

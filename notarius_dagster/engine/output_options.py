@@ -3,17 +3,18 @@ policy of docs/internals.md ("Evidence context") (opt-in, explicit lane allowlis
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
-
-from notarius_dagster.engine.artifact_kinds import registered_kinds
 
 Fail = Callable[[str, str], Exception]
 DEFAULT_WINDOW_UNITS = 3
 
 
 def validate_output_options(
-    options: Mapping[str, Any], *, configured_lanes: Mapping[str, str | None], fail: Fail
+    options: Mapping[str, Any],
+    *,
+    configured_lanes: Collection[str],
+    fail: Fail,
 ) -> dict[str, Any]:
     """Return canonical options: `{"evidence_context": None | {enabled, window_units, lanes}}`."""
     unknown = sorted(set(options) - {"evidence_context"})
@@ -56,13 +57,6 @@ def validate_output_options(
             raise fail(
                 f"evidence_context.lanes[{i}]",
                 f"lane {lane!r} is not configured; configured: {sorted(configured_lanes)}",
-            )
-        kind = configured_lanes[lane]
-        registered = registered_kinds().get(kind or "")
-        if registered is None or registered.project_source_refs is None:
-            raise fail(
-                f"evidence_context.lanes[{i}]",
-                f"lane {lane!r} has artifact kind {kind!r}, which exposes no source evidence",
             )
         cleaned.append(lane)
     return {"evidence_context": {"enabled": True, "window_units": window, "lanes": sorted(cleaned)}}

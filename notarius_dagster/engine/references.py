@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
-from notarius_dagster.engine.artifact_kinds import get_kind
+from notarius_dagster.engine.artifact_kinds import ArtifactKind
 from notarius_dagster.engine.contracts import PreparedReference
 from notarius_dagster.engine.digest import digest_of, sha256_digest
 from notarius_dagster.engine.errors import InvalidReferenceError
@@ -50,11 +51,18 @@ def _where(binding: ResolvedBinding) -> str:
     return f"reference {binding.target}.{binding.slot}"
 
 
+NO_KINDS: Mapping[str, ArtifactKind] = MappingProxyType({})
+
+
 def _validated_artifact(
-    binding: ResolvedBinding, payload: Any, origin: str, file: str | None = None
+    binding: ResolvedBinding,
+    payload: Any,
+    origin: str,
+    kinds: Mapping[str, ArtifactKind],
+    file: str | None = None,
 ) -> dict[str, Any]:
-    """A structured slot's artifact must be a valid artifact of an accepted kind (`file`: the
-    external file's name, for the error)."""
+    """A structured slot's artifact must be a valid artifact of an accepted kind, one of
+    `kinds` (the registry's; `file`: the external file's name, for the error)."""
     if not isinstance(payload, dict) or not isinstance(payload.get("kind"), str):
         raise InvalidReferenceError(f"{_where(binding)}: {origin} artifact has no artifact kind")
     kind_name = payload["kind"]
@@ -63,12 +71,9 @@ def _validated_artifact(
             f"{_where(binding)}: {origin} artifact is {kind_name!r}; the slot "
             f"accepts {list(binding.accepted_kinds)}"
         )
-    try:
-        kind = get_kind(kind_name)
-    except KeyError:
-        raise InvalidReferenceError(
-            f"{_where(binding)}: unknown artifact kind {kind_name!r}"
-        ) from None
+    kind = kinds.get(kind_name)
+    if kind is None:
+        raise InvalidReferenceError(f"{_where(binding)}: unknown artifact kind {kind_name!r}")
     problems = schema_problems(kind, payload)
     if problems:
         raise InvalidReferenceError(
@@ -106,7 +111,11 @@ def read_regular_file(path: Path, limit: int, *, what: str, name: str) -> bytes:
         raise InvalidReferenceError(f"{what}: {exc}") from None
 
 
-def prepare_file(binding: ResolvedBinding) -> tuple[PreparedReference, list[RunWarning]]:
+def prepare_file(
+    binding: ResolvedBinding, kinds: Mapping[str, ArtifactKind] = NO_KINDS
+) -> tuple[PreparedReference, list[RunWarning]]:
+    """A bound file, read within the slot's limit, decoded and, for a structured slot,
+    validated as an artifact of one of `kinds`."""
     assert binding.path is not None
     path = Path(binding.path)
     name = binding.display or path.name
@@ -136,7 +145,7 @@ def prepare_file(binding: ResolvedBinding) -> tuple[PreparedReference, list[RunW
     digest = sha256_digest(raw)
     if binding.accepted_kinds:
         decoded = _decode_structured(binding, name, text, media_type)
-        artifact = _validated_artifact(binding, decoded, "external", file=name)
+        artifact = _validated_artifact(binding, decoded, "external", kinds, file=name)
         digest = digest_of(artifact)
     provenance = _provenance(
         binding,
@@ -171,14 +180,16 @@ def _provenance(binding: ResolvedBinding, origin: str, **details: Any) -> dict[s
 
 
 def prepare_generated(
-    binding: ResolvedBinding, payload: Mapping[str, Any] | None
+    binding: ResolvedBinding,
+    payload: Mapping[str, Any] | None,
+    kinds: Mapping[str, ArtifactKind] = NO_KINDS,
 ) -> PreparedReference:
     if payload is None:
         raise InvalidReferenceError(
             f"{_where(binding)}: lane {binding.lane!r} produced no accepted "
             "artifact, so this lane cannot run"
         )
-    artifact = _validated_artifact(binding, dict(payload), "generated")
+    artifact = _validated_artifact(binding, dict(payload), "generated", kinds)
     digest = digest_of(artifact)
     provenance = _provenance(
         binding, "lane", lane=binding.lane, kind=artifact["kind"], digest=digest
@@ -195,30 +206,34 @@ def prepare_generated(
 
 
 def prepare_stage_references(
-    stage: ResolvedStage, lane_payloads: Mapping[str, Mapping[str, Any] | None]
+    stage: ResolvedStage,
+    lane_payloads: Mapping[str, Mapping[str, Any] | None],
+    kinds: Mapping[str, ArtifactKind] = NO_KINDS,
 ) -> tuple[dict[str, PreparedReference], list[RunWarning]]:
     prepared: dict[str, PreparedReference] = {}
     warnings: list[RunWarning] = []
     for binding in stage.references:
         if binding.origin == "file":
-            ref, warns = prepare_file(binding)
+            ref, warns = prepare_file(binding, kinds)
             warnings.extend(warns)
         else:
             assert binding.lane is not None
-            ref = prepare_generated(binding, lane_payloads.get(binding.lane))
+            ref = prepare_generated(binding, lane_payloads.get(binding.lane), kinds)
         prepared[binding.slot] = ref
     return prepared, warnings
 
 
 def prepare_lane_references(
-    stages: Sequence[ResolvedStage], lane_payloads: Mapping[str, Mapping[str, Any] | None]
+    stages: Sequence[ResolvedStage],
+    lane_payloads: Mapping[str, Mapping[str, Any] | None],
+    kinds: Mapping[str, ArtifactKind] = NO_KINDS,
 ) -> tuple[dict[str, dict[str, PreparedReference]], list[RunWarning], list[dict[str, Any]]]:
     """Prepared references by stage, the warnings, and the provenance for the manifest."""
     by_stage: dict[str, dict[str, PreparedReference]] = {}
     warnings: list[RunWarning] = []
     provenance: list[dict[str, Any]] = []
     for stage in stages:
-        refs, warns = prepare_stage_references(stage, lane_payloads)
+        refs, warns = prepare_stage_references(stage, lane_payloads, kinds)
         by_stage[stage.stage] = refs
         warnings.extend(warns)
         provenance.extend(dict(r.provenance) for r in refs.values())

@@ -1,8 +1,9 @@
 """Profile resolution: everything that can be checked before a single LLM call.
 
-Lane selection, module defaults, catalog and capability checks, validator chains, reference
-bindings (pipeline defaults, target-local overrides, runtime overrides and unbinds, flat slot
-names only when exactly one selected target declares the slot) and a stable digest."""
+Against the lane registry value (`engine/registry.py`): lane selection, each lane by id, the
+chunker and its options, validator chains, reference bindings (pipeline defaults, a lane's own,
+runtime overrides and unbinds, flat slot names only when exactly one selected target declares
+the slot), lane order, the LLM profile, output options, and a stable digest."""
 
 from __future__ import annotations
 
@@ -12,11 +13,9 @@ from typing import Any, Literal, cast
 
 from pydantic import Field, ValidationError
 
-from notarius_dagster.engine.artifact_kinds import registered_kinds
-from notarius_dagster.engine.catalog import CATALOG, ModuleCatalog, ModuleSpec, ReferenceSlot
 from notarius_dagster.engine.config import (
-    DEFAULT_MERGE_MODULE,
-    DEFAULT_NORMALIZE_MODULE,
+    DEFAULT_OUTPUT_MODULE,
+    LaneConfig,
     ProfileFile,
     PublishConfig,
     ReferenceBindingConfig,
@@ -25,10 +24,11 @@ from notarius_dagster.engine.config import (
 )
 from notarius_dagster.engine.digest import digest_of
 from notarius_dagster.engine.errors import ProfileError
+from notarius_dagster.engine.lanes import LANE_STAGES, LaneSpec, LaneStage
 from notarius_dagster.engine.limits import Budget, InputLimits
-from notarius_dagster.engine.llm_profiles import LLM_PROFILES, LLMProfileCatalog
-from notarius_dagster.engine.models import Frozen, Rejection, Stage
+from notarius_dagster.engine.models import Frozen, ReferenceSlot, Rejection, Stage
 from notarius_dagster.engine.output_options import validate_output_options
+from notarius_dagster.engine.registry import LaneRegistry
 from notarius_dagster.engine.validators import known_validators, resolve_chain
 
 BindingSource = Literal["pipeline", "target", "runtime"]
@@ -128,52 +128,79 @@ class RuntimeBinding(Frozen):
 
 
 class _Resolver:
-    def __init__(self, profile: ProfileFile, name: str, base_dir: Path, catalog: ModuleCatalog):
+    def __init__(
+        self, profile: ProfileFile, name: str, base_dir: Path, registry: LaneRegistry
+    ) -> None:
         self.profile = profile
         self.name = name
         self.base_dir = base_dir
-        self.catalog = catalog
+        self.registry = registry
 
     def fail(self, key: str, problem: str) -> ProfileError:
         return ProfileError(self.name, key, problem)
 
-    def spec(self, stage: str, cfg_module: str, key: str) -> ModuleSpec:
-        spec = self.catalog.spec(stage, cfg_module)
-        if spec is None:
-            known = ", ".join(self.catalog.keys(stage)) or "none"
-            raise self.fail(
-                f"{key}.module", f"unknown {stage} module {cfg_module!r}; known: {known}"
-            )
-        return spec
-
-    def stage(
-        self, stage: str, cfg: StageConfig, key: str, spec: ModuleSpec, kind: str | None
-    ) -> ResolvedStage:
-        if cfg.validators is not None:
-            unknown = sorted(set(cfg.validators) - known_validators())
+    def chain(
+        self, stage: str, override: list[str] | None, rules: tuple[str, ...], key: str
+    ) -> tuple[tuple[str, ...], Literal["default", "override"]]:
+        if override is not None:
+            unknown = sorted(set(override) - known_validators(rules))
             if unknown:
-                raise self.fail(f"{key}.validators", f"unknown validator(s): {', '.join(unknown)}")
-        try:  # a module refuses options it does not know: say so before anything runs
-            self.catalog.build(stage, spec.key, dict(cfg.options))
+                raise self.fail(key, f"unknown validator(s): {', '.join(unknown)}")
+        return resolve_chain(stage, override, rules or None)
+
+    def chunk(self, cfg: StageConfig) -> tuple[ResolvedStage, tuple[ReferenceSlot, ...]]:
+        spec = self.registry.chunker(cfg.module)
+        if spec is None:
+            known = ", ".join(self.registry.chunker_keys()) or "none"
+            raise self.fail(
+                "pipeline.chunk.module", f"unknown chunker {cfg.module!r}; known: {known}"
+            )
+        try:  # a chunker refuses options it does not know: say so before anything runs
+            spec.build(dict(cfg.options))
         except ValidationError as exc:
             err = exc.errors()[0]
             where = ".".join(str(p) for p in err["loc"])
-            raise self.fail(
-                f"{key}.options.{where}" if where else f"{key}.options", err["msg"]
-            ) from None
+            key = f"pipeline.chunk.options.{where}" if where else "pipeline.chunk.options"
+            raise self.fail(key, err["msg"]) from None
         except (ValueError, TypeError) as exc:
-            raise self.fail(f"{key}.options", str(exc) or type(exc).__name__) from None
-        chain, source = resolve_chain(stage, cfg.validators, spec.default_validators)
-        return ResolvedStage(
-            stage=stage,
+            raise self.fail("pipeline.chunk.options", str(exc) or type(exc).__name__) from None
+        chain, source = self.chain("chunk", cfg.validators, (), "pipeline.chunk.validators")
+        stage = ResolvedStage(
+            stage="chunk",
             module=spec.key,
             version=spec.version,
             options=dict(cfg.options),
             retries=cfg.retries,
             validators=chain,
             validators_source=source,
-            artifact_kind=spec.artifact_kind or kind,
         )
+        return stage, spec.slots
+
+    def lane(self, cfg: LaneConfig, key: str) -> tuple[LaneSpec, dict[LaneStage, ResolvedStage]]:
+        try:
+            spec = self.registry.lane(cfg.id)
+        except KeyError:
+            known = ", ".join(self.registry.lane_ids()) or "none"
+            raise self.fail(f"{key}.id", f"unknown lane {cfg.id!r}; registered: {known}") from None
+        stages: dict[LaneStage, ResolvedStage] = {}
+        for stage in LANE_STAGES:
+            chain, source = self.chain(
+                stage,
+                cfg.validators.get(stage),
+                spec.rule_names(stage),
+                f"{key}.validators.{stage}",
+            )
+            stages[stage] = ResolvedStage(
+                stage=stage,
+                module=spec.module_key(stage),
+                version=spec.version,
+                options={},
+                retries=cfg.retries if stage == "extract" else 0,
+                validators=chain,
+                validators_source=source,
+                artifact_kind=spec.kind,
+            )
+        return spec, stages
 
     def binding(
         self,
@@ -184,7 +211,7 @@ class _Resolver:
         key: str,
         base: Path,
     ) -> ResolvedBinding:
-        common = dict(
+        common: dict[str, Any] = dict(
             slot=slot.name,
             target=target,
             source=source,
@@ -194,7 +221,7 @@ class _Resolver:
             max_bytes=slot.max_bytes,
         )
         if cfg.lane is not None:
-            return ResolvedBinding(origin="lane", lane=cfg.lane.strip(), **common)  # type: ignore[arg-type]
+            return ResolvedBinding(origin="lane", lane=cfg.lane.strip(), **common)
         assert cfg.path is not None
         path = (base / cfg.path).resolve()
         if source != "runtime" and not Path(cfg.path).is_absolute():
@@ -209,7 +236,20 @@ class _Resolver:
                     "outside the profile's folder); give an absolute path to use a file "
                     "elsewhere",
                 )
-        return ResolvedBinding(origin="file", path=str(path), display=Path(cfg.path).name, **common)  # type: ignore[arg-type]
+        return ResolvedBinding(origin="file", path=str(path), display=Path(cfg.path).name, **common)
+
+
+class _Target(Frozen):
+    """Where reference slots are bound: the chunker (`chunk`) or a lane's extractor
+    (`<lane>.extract`, the one lane stage that declares slots)."""
+
+    name: str
+    slots: tuple[ReferenceSlot, ...]
+    key: str
+    bindings: dict[str, ReferenceBindingConfig]
+
+    def slot(self, name: str) -> ReferenceSlot | None:
+        return next((s for s in self.slots if s.name == name), None)
 
 
 def resolve_pipeline(
@@ -217,17 +257,16 @@ def resolve_pipeline(
     *,
     profile_name: str,
     base_dir: Path,
+    registry: LaneRegistry,
     lanes: Sequence[str] | None = None,
     runtime_references: Sequence[RuntimeBinding] = (),
     runtime_unbinds: Sequence[str] = (),
     llm_profile: str | None = None,
     cwd: Path | None = None,
-    catalog: ModuleCatalog = CATALOG,
-    llm_catalog: LLMProfileCatalog = LLM_PROFILES,
 ) -> ResolvedPipeline:
-    """Resolve a parsed profile; every error names the profile and key path. `catalog` and
-    `llm_catalog` are filled by `notarius_dagster.modules.load_modules()`."""
-    r = _Resolver(profile, profile_name, base_dir, catalog)
+    """Resolve a parsed profile against `registry`; every error names the profile and key
+    path."""
+    r = _Resolver(profile, profile_name, base_dir, registry)
     pipe = profile.pipeline
     configured = [lane.id for lane in pipe.lanes]
     if len(set(configured)) != len(configured):
@@ -242,107 +281,77 @@ def resolve_pipeline(
             )
         selected = [x for x in configured if x in set(lanes)]
 
-    chunk_spec = r.spec("chunk", pipe.chunk.module, "pipeline.chunk")
-    available = {"source"}
-    _check_caps(r, chunk_spec, available, "pipeline.chunk")
-    chunk = r.stage("chunk", pipe.chunk, "pipeline.chunk", chunk_spec, None)
-
-    targets: dict[str, tuple[ModuleSpec, StageConfig, str]] = {
-        "chunk": (chunk_spec, pipe.chunk, "pipeline.chunk")
+    chunk, chunk_slots = r.chunk(pipe.chunk)
+    targets = {
+        "chunk": _Target(
+            name="chunk",
+            slots=chunk_slots,
+            key="pipeline.chunk",
+            bindings=dict(pipe.chunk.references),
+        )
     }
-    lane_parts: dict[str, dict[str, ResolvedStage]] = {}
+    lane_stages: dict[str, dict[LaneStage, ResolvedStage]] = {}
     lane_kinds: dict[str, str] = {}
     for index, lane_cfg in enumerate(pipe.lanes):
+        key = f"pipeline.lanes[{index}]"
+        spec, stages = r.lane(lane_cfg, key)
         if lane_cfg.id not in selected:
             continue
-        key = f"pipeline.lanes[{index}]"
-        caps = set(available) | {"chunks"}
-        ex_spec = r.spec("extract", lane_cfg.extract.module, f"{key}.extract")
-        _check_caps(r, ex_spec, caps, f"{key}.extract")
-        kind = ex_spec.artifact_kind
-        if kind is None or kind not in registered_kinds():
-            raise r.fail(
-                f"{key}.extract.module", "extract module declares no registered artifact kind"
-            )
-        merge_cfg = lane_cfg.merge or StageConfig(module=DEFAULT_MERGE_MODULE)
-        norm_cfg = lane_cfg.normalize or StageConfig(module=DEFAULT_NORMALIZE_MODULE)
-        mg_spec = r.spec("merge", merge_cfg.module, f"{key}.merge")
-        _check_caps(r, mg_spec, caps, f"{key}.merge")
-        nm_spec = r.spec("normalize", norm_cfg.module, f"{key}.normalize")
-        _check_caps(r, nm_spec, caps, f"{key}.normalize")
-        for spec_, stage_key in ((mg_spec, "merge"), (nm_spec, "normalize")):
-            if spec_.artifact_kind not in (None, kind):
-                raise r.fail(
-                    f"{key}.{stage_key}.module",
-                    f"module produces {spec_.artifact_kind!r}, lane is {kind!r}",
-                )
-        lane_kinds[lane_cfg.id] = kind
-        lane_parts[lane_cfg.id] = {
-            "extract": r.stage("extract", lane_cfg.extract, f"{key}.extract", ex_spec, kind),
-            "merge": r.stage("merge", merge_cfg, f"{key}.merge", mg_spec, kind),
-            "normalize": r.stage("normalize", norm_cfg, f"{key}.normalize", nm_spec, kind),
-        }
-        for stage_name, spec_, cfg in (
-            ("extract", ex_spec, lane_cfg.extract),
-            ("merge", mg_spec, merge_cfg),
-            ("normalize", nm_spec, norm_cfg),
-        ):
-            targets[f"{lane_cfg.id}.{stage_name}"] = (spec_, cfg, f"{key}.{stage_name}")
+        lane_kinds[lane_cfg.id] = spec.kind
+        lane_stages[lane_cfg.id] = stages
+        target = f"{lane_cfg.id}.extract"
+        targets[target] = _Target(
+            name=target, slots=spec.slots, key=key, bindings=lane_cfg.bindings()
+        )
 
     bindings = _resolve_bindings(r, targets, runtime_references, runtime_unbinds, cwd or Path.cwd())
-    for target, bound in bindings.items():
-        for b in bound.values():
-            if b.origin == "lane":
-                if b.lane not in lane_kinds:
-                    raise r.fail(
-                        f"{targets[target][2]}.references.{b.slot}.lane",
-                        f"lane {b.lane!r} is not a selected lane of this pipeline",
-                    )
-                if b.accepted_kinds and lane_kinds[b.lane] not in b.accepted_kinds:
-                    raise r.fail(
-                        f"{targets[target][2]}.references.{b.slot}.lane",
-                        f"lane {b.lane!r} produces {lane_kinds[b.lane]!r}; slot accepts "
-                        f"{list(b.accepted_kinds)}",
-                    )
-
     resolved_lanes = []
     for lane_id in selected:
-        parts = lane_parts[lane_id]
-        stages = {}
-        deps: set[str] = set()
-        for stage_name, stage in parts.items():
-            refs = tuple(
-                sorted(bindings.get(f"{lane_id}.{stage_name}", {}).values(), key=lambda b: b.slot)
-            )
-            deps |= {b.lane for b in refs if b.lane}
-            stages[stage_name] = stage.model_copy(update={"references": refs})
+        refs = tuple(sorted(bindings[f"{lane_id}.extract"].values(), key=lambda b: b.slot))
+        for b in refs:
+            _check_lane_binding(r, b, lane_kinds, targets[b.target].key)
+        deps = {b.lane for b in refs if b.lane}
         if lane_id in deps:
             raise r.fail("pipeline.lanes", f"lane {lane_id!r} references itself")
+        stages = lane_stages[lane_id]
         resolved_lanes.append(
             ResolvedLane(
-                id=lane_id, kind=lane_kinds[lane_id], depends_on=tuple(sorted(deps)), **stages
+                id=lane_id,
+                kind=lane_kinds[lane_id],
+                depends_on=tuple(sorted(d for d in deps if d is not None)),
+                extract=stages["extract"].model_copy(update={"references": refs}),
+                merge=stages["merge"],
+                normalize=stages["normalize"],
             )
         )
     _check_acyclic(r, resolved_lanes)
-    chunk = chunk.model_copy(
-        update={
-            "references": tuple(sorted(bindings.get("chunk", {}).values(), key=lambda b: b.slot))
-        }
-    )
-    if any(b.origin == "lane" for b in chunk.references):
+    chunk_refs = tuple(sorted(bindings["chunk"].values(), key=lambda b: b.slot))
+    if any(b.origin == "lane" for b in chunk_refs):
         raise r.fail("pipeline.chunk.references", "the chunker cannot consume a lane artifact")
+    chunk = chunk.model_copy(update={"references": chunk_refs})
 
     llm_name = llm_profile or pipe.llm_profile
-    llm_available = {**llm_catalog.builtins(), **profile.llm_profiles}
+    llm_available = {**registry.llm_profiles.builtins, **profile.llm_profiles}
     llm_cfg = llm_available.get(llm_name)
     if llm_cfg is None:
         known = sorted(llm_available)
         raise r.fail("pipeline.llm_profile", f"unknown LLM profile {llm_name!r}; known: {known}")
-    llm_resolved = _validate_llm_profile(r, llm_catalog, llm_name, llm_cfg)
+    try:
+        llm_resolved = registry.llm_profiles.validate(llm_name, llm_cfg)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"])
+        raise r.fail(f"llm_profiles.{llm_name}.{loc}", err["msg"]) from None
 
-    output_spec = r.spec("output", pipe.output.module, "pipeline.output")
-    output_options = _validate_output_options(
-        r, output_spec, pipe.output.options, configured, lane_kinds_all(profile, catalog)
+    if pipe.output.module != DEFAULT_OUTPUT_MODULE:
+        raise r.fail(
+            "pipeline.output.module",
+            f"unknown output module {pipe.output.module!r}; known: {DEFAULT_OUTPUT_MODULE}",
+        )
+    output_options = validate_output_options(
+        pipe.output.options,
+        configured_lanes=configured,
+        fail=lambda key, msg: r.fail(f"pipeline.output.options.{key}", msg),
     )
 
     resolved = ResolvedPipeline(
@@ -354,7 +363,7 @@ def resolve_pipeline(
         llm_profile=llm_resolved,
         lanes=tuple(sorted(resolved_lanes, key=lambda lane: lane.id)),
         configured_lanes=tuple(sorted(configured)),
-        output_module=output_spec.key,
+        output_module=DEFAULT_OUTPUT_MODULE,
         output_options=output_options,
         limits=pipe.limits,
         budget=pipe.budget,
@@ -369,19 +378,23 @@ def pipeline_digest(resolved: ResolvedPipeline) -> str:
     return digest_of(resolved.model_dump(mode="json", exclude={"digest", "limits", "budget"}))
 
 
-def lane_kinds_all(profile: ProfileFile, catalog: ModuleCatalog) -> dict[str, str | None]:
-    out: dict[str, str | None] = {}
-    for lane in profile.pipeline.lanes:
-        spec = catalog.spec("extract", lane.extract.module)
-        out[lane.id] = spec.artifact_kind if spec else None
-    return out
-
-
-def _check_caps(r: _Resolver, spec: ModuleSpec, available: set[str], key: str) -> None:
-    missing = [c for c in spec.requires if c not in available]
-    if missing:
-        raise r.fail(f"{key}.module", f"module {spec.key!r} requires {missing}, not available here")
-    available |= set(spec.provides)
+def _check_lane_binding(
+    r: _Resolver, b: ResolvedBinding, lane_kinds: Mapping[str, str], key: str
+) -> None:
+    """A slot bound to a lane names a selected lane whose kind the slot accepts."""
+    if b.origin != "lane" or b.lane is None:
+        return
+    if b.lane not in lane_kinds:
+        raise r.fail(
+            f"{key}.references.{b.slot}",
+            f"lane {b.lane!r} is not a selected lane of this pipeline",
+        )
+    if b.accepted_kinds and lane_kinds[b.lane] not in b.accepted_kinds:
+        raise r.fail(
+            f"{key}.references.{b.slot}",
+            f"lane {b.lane!r} produces {lane_kinds[b.lane]!r}; slot accepts "
+            f"{list(b.accepted_kinds)}",
+        )
 
 
 def _check_acyclic(r: _Resolver, lanes: list[ResolvedLane]) -> None:
@@ -398,126 +411,93 @@ def _check_acyclic(r: _Resolver, lanes: list[ResolvedLane]) -> None:
 
 def _resolve_bindings(
     r: _Resolver,
-    targets: dict[str, tuple[ModuleSpec, StageConfig, str]],
+    targets: Mapping[str, _Target],
     runtime: Sequence[RuntimeBinding],
     unbinds: Sequence[str],
     cwd: Path,
 ) -> dict[str, dict[str, ResolvedBinding]]:
+    """Each target's bindings by slot: the pipeline's defaults for every declaring target, then
+    the target's own, then `--reference` overrides, minus `--unbind`; required slots bound."""
     out: dict[str, dict[str, ResolvedBinding]] = {t: {} for t in targets}
     declaring: dict[str, list[str]] = {}
-    for target, (spec, _, _) in targets.items():
-        for slot in spec.slots:
-            declaring.setdefault(slot.name, []).append(target)
+    for target in targets.values():
+        for slot in target.slots:
+            declaring.setdefault(slot.name, []).append(target.name)
     for slot_name, cfg in r.profile.pipeline.references.items():
         if slot_name not in declaring:
             raise r.fail(
                 f"pipeline.references.{slot_name}",
-                "no selected chunk, extract, merge or normalize module declares this slot",
+                "no selected lane or chunker declares this slot",
             )
-        for target in declaring[slot_name]:
-            pipeline_slot = targets[target][0].slot(slot_name)
-            assert pipeline_slot is not None
-            out[target][slot_name] = r.binding(
-                pipeline_slot,
-                target,
-                cfg,
-                "pipeline",
-                f"pipeline.references.{slot_name}",
-                r.base_dir,
-            )
-    for target, (spec, stage_cfg, key) in targets.items():
-        for slot_name, bcfg in stage_cfg.references.items():
-            target_slot = spec.slot(slot_name)
-            if target_slot is None:
+        for name in declaring[slot_name]:
+            key = f"pipeline.references.{slot_name}"
+            declared = _slot(targets[name], slot_name)
+            out[name][slot_name] = r.binding(declared, name, cfg, "pipeline", key, r.base_dir)
+    for target in targets.values():
+        for slot_name, bcfg in target.bindings.items():
+            own = target.slot(slot_name)
+            if own is None:
                 raise r.fail(
-                    f"{key}.references.{slot_name}",
-                    f"module {spec.key!r} declares no slot {slot_name!r}",
+                    f"{target.key}.references.{slot_name}", f"declares no slot {slot_name!r}"
                 )
-            out[target][slot_name] = r.binding(
-                target_slot, target, bcfg, "target", f"{key}.references", r.base_dir
+            key = f"{target.key}.references"
+            out[target.name][slot_name] = r.binding(
+                own, target.name, bcfg, "target", key, r.base_dir
             )
 
-    def pick(selector: str, what: str) -> tuple[str, str]:
-        parts = selector.rsplit(".", 1)
-        if len(parts) == 1:
-            slot_name = selector
+    def pick(selector: str, what: str) -> tuple[_Target, ReferenceSlot]:
+        head, _, slot_name = selector.rpartition(".")
+        if not head:
             found = declaring.get(slot_name, [])
-            if len(found) != 1:
-                if not found:
-                    raise r.fail(f"{what} {selector}", "no selected target declares this slot")
-                options = ", ".join(f"{t}.{slot_name}" for t in sorted(found))
-                raise r.fail(
-                    f"{what} {selector}",
-                    f"slot is declared by several targets; use one of: {options}",
-                )
-            return found[0], slot_name
-        target, slot_name = parts
-        if target not in targets or targets[target][0].slot(slot_name) is None:
+            if len(found) == 1:
+                return targets[found[0]], _slot(targets[found[0]], slot_name)
+            if not found:
+                raise r.fail(f"{what} {selector}", "no selected target declares this slot")
+            options = ", ".join(f"{t}.{slot_name}" for t in sorted(found))
+            raise r.fail(
+                f"{what} {selector}", f"slot is declared by several targets; use one of: {options}"
+            )
+        name = head if head == "chunk" or head.endswith(".extract") else f"{head}.extract"
+        target = targets.get(name)
+        if target is None or target.slot(slot_name) is None:
             raise r.fail(
                 f"{what} {selector}",
-                "no selected target declares this slot; selectors "
-                "are SLOT, chunk.SLOT, LANE.extract.SLOT, LANE.merge.SLOT, "
-                "LANE.normalize.SLOT",
+                "no selected target declares this slot; selectors are SLOT, chunk.SLOT, "
+                "LANE.SLOT and LANE.extract.SLOT",
             )
-        return target, slot_name
+        return target, _slot(target, slot_name)
 
     for rb in runtime:
-        target, slot_name = pick(rb.selector, "--reference")
-        runtime_slot = targets[target][0].slot(slot_name)
-        assert runtime_slot is not None
-        out[target][slot_name] = r.binding(
-            runtime_slot,
-            target,
-            ReferenceBindingConfig(path=rb.path),
-            "runtime",
-            "--reference",
-            cwd,
+        target, slot = pick(rb.selector, "--reference")
+        cfg = ReferenceBindingConfig(path=rb.path)
+        out[target.name][slot.name] = r.binding(
+            slot, target.name, cfg, "runtime", "--reference", cwd
         )
     for selector in unbinds:
-        target, slot_name = pick(selector, "--unbind")
-        unbound_slot = targets[target][0].slot(slot_name)
-        assert unbound_slot is not None
-        if unbound_slot.required:
+        target, slot = pick(selector, "--unbind")
+        if slot.required:
             raise r.fail(f"--unbind {selector}", "slot is required and cannot be unbound")
-        out[target].pop(slot_name, None)
-    for target, (spec, _, key) in targets.items():
-        for slot in spec.slots:
-            if slot.required and slot.name not in out[target]:
+        out[target.name].pop(slot.name, None)
+    for target in targets.values():
+        for slot in target.slots:
+            if slot.required and slot.name not in out[target.name]:
                 raise r.fail(
-                    f"{key}.references.{slot.name}",
-                    f"required reference slot {slot.name!r} of module {spec.key!r} is not bound",
+                    f"{target.key}.references.{slot.name}",
+                    f"required reference slot {slot.name!r} is not bound",
                 )
     return out
 
 
-def _validate_llm_profile(
-    r: _Resolver, llm_catalog: LLMProfileCatalog, name: str, cfg: Mapping[str, Any]
-) -> dict[str, Any]:
-    try:
-        return llm_catalog.validate(name, cfg)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = ".".join(str(p) for p in err["loc"])
-        raise r.fail(f"llm_profiles.{name}.{loc}", err["msg"]) from None
+def _slot(target: _Target, name: str) -> ReferenceSlot:
+    slot = target.slot(name)
+    assert slot is not None
+    return slot
 
 
-def _validate_output_options(
-    r: _Resolver,
-    spec: ModuleSpec,
-    options: dict[str, Any],
-    configured: list[str],
-    kinds: dict[str, str | None],
-) -> dict[str, Any]:
-    return validate_output_options(
-        options,
-        configured_lanes=kinds,
-        fail=lambda key, msg: r.fail(f"pipeline.output.options.{key}", msg),
-    )
-
-
-def resolve_profile_file(path: Path, **kwargs: Any) -> ResolvedPipeline:
-    """Load and resolve a profile file; config paths resolve relative to its folder."""
+def resolve_profile_file(path: Path, *, registry: LaneRegistry, **kwargs: Any) -> ResolvedPipeline:
+    """Load and resolve a profile file against `registry`; config paths resolve relative to
+    its folder."""
     profile = load_profile(path)
     return resolve_pipeline(
-        profile, profile_name=path.name, base_dir=path.parent.resolve(), **kwargs
+        profile, profile_name=path.name, base_dir=path.parent.resolve(), registry=registry, **kwargs
     )

@@ -6,11 +6,12 @@ refused before anything is written; the previous bundle stays."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from notarius_dagster.engine.artifact_kinds import ArtifactKind
 from notarius_dagster.engine.bundle import encode_bundle, publish_bundle
 from notarius_dagster.engine.bundle_assembly import assemble_bundle
 from notarius_dagster.engine.bundle_check import MAX_LOCATIONS, check_encoded_bundle
@@ -47,6 +48,7 @@ def publish_session_bundle(
     evidence: EvidenceContext | None,
     started_at: float,
     completed_at: float,
+    kinds: Mapping[str, ArtifactKind],
 ) -> PublishedBundle:
     """Publish the bundle of `session_id` under `store_root` (the bundles folder). The run's
     start and end are POSIX timestamps; the manifest records them in UTC with the wall time
@@ -64,12 +66,14 @@ def publish_session_bundle(
         completed_at=datetime.fromtimestamp(completed_at, UTC).isoformat(),
         wall_time_s=completed_at - started_at,
         evidence_enabled=evidence is not None,
+        kinds=kinds,
     )
     files = assemble_bundle(
         manifest=manifest,
         chunk_result=chunk_result,
         lane_results=lane_results,
         evidence_context=evidence,
+        kinds=kinds,
     )
     encoded = encode_bundle(files)
     check = check_encoded_bundle(encoded)

@@ -37,6 +37,7 @@ from notarius_dagster.engine.references import (
     prepare_file,
     prepare_lane_references,
 )
+from notarius_dagster.engine.registry import LaneRegistry
 from notarius_dagster.engine.resolution import (
     ResolvedBinding,
     ResolvedLane,
@@ -79,10 +80,12 @@ NO_OVERRIDES = RuntimeOverrides()
 
 @dataclass(frozen=True)
 class RunPipeline:
-    """The pipeline the asset graph is built from (the profile alone) and how to resolve the
-    profile again for a run with runtime references."""
+    """The pipeline the asset graph is built from (the profile alone), the lane registry it
+    was resolved against, and how to resolve the profile again for a run with runtime
+    references."""
 
     pipeline: ResolvedPipeline
+    registry: LaneRegistry
     resolve: Resolve | None = None
 
     def for_run(self, overrides: RuntimeOverrides = NO_OVERRIDES) -> ResolvedPipeline:
@@ -120,7 +123,7 @@ def load_source_document(
     transcript is parsed and before any model call, as the reference contract asks."""
     pipeline = plan.for_run(overrides)
     for binding in file_bindings(pipeline):
-        prepare_file(binding)
+        prepare_file(binding, plan.registry.kinds())
     path = stored_transcript(transcripts, session_id)
     # Errors name the user's file, not the store's copy (same extension, so the same format).
     name = original_name(transcripts, session_id)
@@ -149,10 +152,12 @@ def chunk_document(
     result."""
     pipeline = plan.for_run(overrides)
     stage = pipeline.chunk
-    prepared = [prepare_file(b) for b in stage.references]
+    prepared = [prepare_file(b, plan.registry.kinds()) for b in stage.references]
     refs = {ref.slot: ref for ref, _ in prepared}
     # No chunker shipped today calls a model; an LLM-backed one would take a client here.
-    result = run_chunk_stage(stage, document, session_id=session_id, references=refs)
+    result = run_chunk_stage(
+        stage, document, session_id=session_id, references=refs, registry=plan.registry
+    )
     if result.chunk_map is not None:
         check_run_budget(pipeline, result.chunk_map.chunks, overrides)
     return result.model_copy(
@@ -216,7 +221,9 @@ def run_lane_step(
     if chunks.chunk_map is None:
         return skipped_lane_result(lane)
     payloads = {dep: upstream[dep].payload for dep in lane.depends_on}
-    refs, ref_warnings, provenance = prepare_lane_references(lane.stages(), payloads)
+    refs, ref_warnings, provenance = prepare_lane_references(
+        lane.stages(), payloads, plan.registry.kinds()
+    )
     with open_client() as client:
         result = run_lane(
             lane,
@@ -229,6 +236,7 @@ def run_lane_step(
             max_concurrency=max_concurrency,
             checkpoints=checkpoints,
             progress=progress,
+            registry=plan.registry,
             deadline=deadline,
         )
     return result.model_copy(

@@ -13,10 +13,11 @@ units it cites. Matching is deterministic and token-level, never an LLM:
 
 A speaker label is not a mention (`LAURA:` says nothing about who `Jester` is) unless the kind
 says so (`speaker_mentions`). A speaker-name hook maps a label to names (the party roster
-registers one, `register_speaker_names`: `LAURA` -> `Jester`), and those names count only for a
-kind whose supported field is the one who speaks (`speaker_acts`: a combat turn's actor, where
-LAURA's "I swing at him" shows Jester acting). Elsewhere a player's own line is never a mention
-of their character: an NPC interaction "with Jester" is not supported by LAURA saying anything.
+gives one, `dnd/roster.py: speaker_names`, carried by the lane registry: `LAURA` -> `Jester`),
+and those names count only for a kind whose supported field is the one who speaks
+(`speaker_acts`: a combat turn's actor, where LAURA's "I swing at him" shows Jester acting).
+Elsewhere a player's own line is never a mention of their character: an NPC interaction "with
+Jester" is not supported by LAURA saying anything.
 
 Citations as tight as the evidence (`tighten_citations`): a supported record keeps only the
 cited units within `CITATION_WINDOW` units (by document position) of a cited unit that
@@ -38,22 +39,16 @@ SpeakerNames = Callable[[Mapping[str, Any], str], Sequence[str]]
 """Given a stage's prepared references (by slot) and a speaker label, the names the label
 stands for (e.g. from a party roster); empty when it maps to nothing."""
 
-_SPEAKER_HOOKS: list[SpeakerNames] = []
 _POSSESSIVE = re.compile(r"['\u2019\u02bc]s\b")
 _NOT_WORD = re.compile(r"[^0-9a-z]+")
 
 
-def register_speaker_names(hook: SpeakerNames) -> SpeakerNames:
-    """Add a speaker-name hook (idempotent for the same function)."""
-    if hook not in _SPEAKER_HOOKS:
-        _SPEAKER_HOOKS.append(hook)
-    return hook
-
-
-def speaker_names(references: Mapping[str, Any], label: str) -> tuple[str, ...]:
-    """Every name the registered hooks say a speaker label stands for, deduplicated."""
+def speaker_names(
+    hooks: Sequence[SpeakerNames], references: Mapping[str, Any], label: str
+) -> tuple[str, ...]:
+    """Every name `hooks` say a speaker label stands for, deduplicated."""
     out: list[str] = []
-    for hook in _SPEAKER_HOOKS:
+    for hook in hooks:
         out.extend(n for n in hook(references, label) if n not in out)
     return tuple(out)
 
@@ -92,6 +87,7 @@ def unit_mention_texts(
     speaker_mentions: bool,
     references: Mapping[str, Any],
     speaker_acts: bool = False,
+    hooks: Sequence[SpeakerNames] = (),
 ) -> list[list[str]]:
     """The token lists a unit offers as mentions: its text, its speaker label where the kind
     counts labels, and, where the kind's supported field is the speaker (`speaker_acts`), the
@@ -102,7 +98,7 @@ def unit_mention_texts(
         if speaker_mentions:
             texts.append(tokens(speaker))
         if speaker_acts:
-            texts.extend(tokens(name) for name in speaker_names(references, speaker))
+            texts.extend(tokens(name) for name in speaker_names(hooks, references, speaker))
     return texts
 
 
@@ -125,6 +121,7 @@ def supporting_positions(
     record: Mapping[str, Any],
     document: SourceDocument,
     references: Mapping[str, Any],
+    hooks: Sequence[SpeakerNames] = (),
 ) -> tuple[list[int], list[int]] | None:
     """(cited positions, the cited positions whose unit mentions a value of the record's
     support fields), or None for a record that claims nothing (no value in them)."""
@@ -139,6 +136,7 @@ def supporting_positions(
             speaker_mentions=kind.speaker_mentions,
             references=references,
             speaker_acts=kind.speaker_acts,
+            hooks=hooks,
         )
         if any(mentions(v, t) for v in values for t in texts):
             found.append(position)
@@ -150,6 +148,7 @@ def unsupported_records(
     payload: Mapping[str, Any],
     document: SourceDocument,
     references: Mapping[str, Any] | None = None,
+    hooks: Sequence[SpeakerNames] = (),
 ) -> dict[int, str]:
     """Record index -> content-safe reason, for every record of `payload` whose support
     fields are not mentioned by the units it cites. A kind without support fields: none."""
@@ -158,7 +157,7 @@ def unsupported_records(
     references = references or {}
     found: dict[int, str] = {}
     for index, record in enumerate(payload.get(kind.items_field, [])):
-        support = supporting_positions(kind, record, document, references)
+        support = supporting_positions(kind, record, document, references, hooks)
         if support is not None and not support[1]:
             fields = "/".join(kind.support_fields)
             found[index] = (
@@ -190,6 +189,7 @@ def tighten_citations(
     payload: Mapping[str, Any],
     document: SourceDocument,
     references: Mapping[str, Any] | None = None,
+    hooks: Sequence[SpeakerNames] = (),
     *,
     window: int = CITATION_WINDOW,
 ) -> Tightened:
@@ -205,7 +205,7 @@ def tighten_citations(
     trimmed = removed = 0
     for index, record in enumerate(records):
         refs = record.get(kind.refs_field)
-        support = supporting_positions(kind, record, document, references)
+        support = supporting_positions(kind, record, document, references, hooks)
         if not isinstance(refs, list) or support is None or not support[1]:
             continue
         cited, found = support

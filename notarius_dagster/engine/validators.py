@@ -1,6 +1,7 @@
 """Validator chains. A validator returns the problems it found (empty: approved); raising is
-a framework error that the runner retries. Chains come from the central defaults below unless
-a stage-local override is configured (an explicit empty list is a valid override)."""
+a framework error that the runner retries. Chains come from the central defaults below plus the
+lane's own rules (`LaneSpec.rules`, carried by the validation context) unless the profile
+overrides a stage's chain (an explicit empty list is a valid override)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from notarius_dagster.engine.contracts import ModuleOutput, PreparedReference
 from notarius_dagster.engine.models import Chunk, RunWarning, SourceDocument, SourceRef
 from notarius_dagster.engine.support import (
     CITATION_WINDOW,
+    SpeakerNames,
     tighten_citations,
     unsupported_records,
 )
@@ -33,6 +35,10 @@ class ValidationContext:
     extracts: tuple[ModuleOutput, ...] = ()
     merged: ModuleOutput | None = None
     references: Mapping[str, PreparedReference] = field(default_factory=dict)
+    rules: Mapping[str, Validator] = field(default_factory=dict)
+    """The lane's own rules by registered name (`dnd.spells.ids`)."""
+    speaker_names: tuple[SpeakerNames, ...] = ()
+    """The registry's speaker-name hooks, for the `support` validator (engine/support.py)."""
 
 
 Validator = Callable[[ValidationContext, ModuleOutput], list[str]]
@@ -41,39 +47,12 @@ RecordValidator = Callable[[ValidationContext, ModuleOutput], dict[int, str]]
 runner drops those records (each one recorded as a rejection) and keeps the rest: one bad
 record must not cost a chunk of good ones."""
 
-_VALIDATORS: dict[str, Validator] = {}
-_RECORD_VALIDATORS: dict[str, RecordValidator] = {}
-
 CENTRAL_DEFAULTS: dict[str, tuple[str, ...]] = {
     "chunk": (),
     "extract": ("schema", "refs_in_chunk", "support"),
     "merge": ("schema", "refs_in_document"),
     "normalize": ("schema", "refs_in_document"),
 }
-
-
-def register_validator(name: str) -> Callable[[Validator], Validator]:
-    def wrap(func: Validator) -> Validator:
-        _VALIDATORS[name] = func
-        return func
-
-    return wrap
-
-
-def register_record_validator(name: str) -> Callable[[RecordValidator], RecordValidator]:
-    def wrap(func: RecordValidator) -> RecordValidator:
-        _RECORD_VALIDATORS[name] = func
-        return func
-
-    return wrap
-
-
-def known_validators() -> set[str]:
-    return set(_VALIDATORS) | set(_RECORD_VALIDATORS)
-
-
-def get_validator(name: str) -> Validator:
-    return _VALIDATORS[name]
 
 
 @lru_cache(maxsize=128)
@@ -99,7 +78,6 @@ def schema_problems(kind: ArtifactKind, payload: dict[str, Any]) -> list[str]:
     return []
 
 
-@register_validator("schema")
 def validate_schema(ctx: ValidationContext, output: ModuleOutput) -> list[str]:
     if output.schema_errors:
         return [
@@ -138,7 +116,6 @@ def ref_problems(
     return problems
 
 
-@register_validator("refs_in_chunk")
 def validate_refs_in_chunk(ctx: ValidationContext, output: ModuleOutput) -> list[str]:
     if ctx.chunk is None:
         return []
@@ -146,7 +123,6 @@ def validate_refs_in_chunk(ctx: ValidationContext, output: ModuleOutput) -> list
     return ref_problems(_refs(ctx, output), ctx.chunk.source_id, positions)
 
 
-@register_validator("refs_in_document")
 def validate_refs_in_document(ctx: ValidationContext, output: ModuleOutput) -> list[str]:
     return ref_problems(_refs(ctx, output), ctx.document.source_id, ctx.document.position_index())
 
@@ -169,9 +145,10 @@ def run_chain(
     """Run the output validators of `chain` in order (record validators are `record_verdicts`'
     job); the first rejection is returned as (validator, message)."""
     for name in chain:
-        if name in _RECORD_VALIDATORS:
+        if name in RECORD_VALIDATORS:
             continue
-        problems = get_validator(name)(ctx, output)
+        validator = CENTRAL_VALIDATORS.get(name) or ctx.rules[name]
+        problems = validator(ctx, output)
         if problems:
             return name, "; ".join(problems[:5])
     return None
@@ -185,7 +162,7 @@ def record_verdicts(
     that rejects it."""
     verdicts: dict[int, tuple[str, int, str]] = {}
     for name in chain:
-        validator = _RECORD_VALIDATORS.get(name)
+        validator = RECORD_VALIDATORS.get(name)
         if validator is None:
             continue
         for index, reason in validator(ctx, output).items():
@@ -193,12 +170,13 @@ def record_verdicts(
     return [verdicts[i] for i in sorted(verdicts)]
 
 
-@register_record_validator("support")
 def validate_support(ctx: ValidationContext, output: ModuleOutput) -> dict[int, str]:
     """Records whose support fields their cited units do not mention (engine/support.py)."""
     if ctx.kind is None or output.payload is None:
         return {}
-    return unsupported_records(ctx.kind, output.payload, ctx.document, ctx.references)
+    return unsupported_records(
+        ctx.kind, output.payload, ctx.document, ctx.references, ctx.speaker_names
+    )
 
 
 TRIMMED_CODE = "citations_trimmed"
@@ -213,7 +191,9 @@ def tighten_supported(
     cut. Run on the records `support` kept (a record nothing supports is dropped, not cut)."""
     if "support" not in chain or ctx.kind is None or output.payload is None:
         return output
-    tightened = tighten_citations(ctx.kind, output.payload, ctx.document, ctx.references)
+    tightened = tighten_citations(
+        ctx.kind, output.payload, ctx.document, ctx.references, ctx.speaker_names
+    )
     if not tightened.records:
         return output
     warning = RunWarning(
@@ -230,3 +210,19 @@ def tighten_supported(
     return output.model_copy(
         update={"payload": dict(tightened.payload), "warnings": (*output.warnings, warning)}
     )
+
+
+CENTRAL_VALIDATORS: Mapping[str, Validator] = {
+    "schema": validate_schema,
+    "refs_in_chunk": validate_refs_in_chunk,
+    "refs_in_document": validate_refs_in_document,
+}
+"""The output validators any chain may name, besides the lane's own rules."""
+
+RECORD_VALIDATORS: Mapping[str, RecordValidator] = {"support": validate_support}
+"""The record validators any chain may name."""
+
+
+def known_validators(rules: Sequence[str] = ()) -> set[str]:
+    """The names a chain may use: the central validators and `rules` (the lane's own)."""
+    return set(CENTRAL_VALIDATORS) | set(RECORD_VALIDATORS) | set(rules)

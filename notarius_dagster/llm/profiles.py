@@ -5,8 +5,8 @@ the environment variable that carries it, so a profile can be digested into chec
 fingerprints and printed in manifests without leaking credentials.
 
 The built-in profiles are defined here and nowhere else. The engine never imports this module:
-`notarius_dagster.modules.load_modules()` calls `register_profiles` with the engine's
-`LLMProfileCatalog`, which resolution then reads."""
+`profile_catalog()` gives it an `LLMProfileCatalog` value, which the lane registry carries to
+resolution."""
 
 from __future__ import annotations
 
@@ -210,11 +210,11 @@ def canonical_profile(name: str, cfg: Mapping[str, Any]) -> dict[str, Any]:
     return LLMProfile.model_validate({"name": name, **cfg}).model_dump(mode="json")
 
 
-def register_profiles(catalog: LLMProfileCatalog) -> None:
-    """Give the engine the built-in profiles and the way to check any named one."""
-    for name, profile in BUILTIN_PROFILES.items():
-        catalog.register_builtin(name, _config_of(profile))
-    catalog.set_validator(canonical_profile)
+def profile_catalog() -> LLMProfileCatalog:
+    """What the engine knows of LLM profiles: the built-in ones and the way to check any named
+    one (the lane registry carries it, `notarius_dagster.modules.registry()`)."""
+    builtins = {name: _config_of(profile) for name, profile in BUILTIN_PROFILES.items()}
+    return LLMProfileCatalog(builtins=builtins, validator=canonical_profile)
 
 
 def _config_of(profile: LLMProfile) -> dict[str, Any]:

@@ -122,7 +122,31 @@ class InteractionList(View):
     records: tuple[Interaction, ...] = Field(alias="npc_interactions")
 
 
-LaneDocument = SceneList | NpcList | CombatTurnList | SpellList | ItemEventList | InteractionList
+Cell = str | int | float | bool | None
+
+
+class TableRecord(View):
+    """A record of a lane the report has no section of its own for, as its `LaneSpec` says to
+    show it (`report_table`): its id, the declared columns' values and its citations."""
+
+    id: str
+    cells: tuple[Cell, ...]
+    source_refs: tuple[Ref, ...]
+
+
+class TableList(View):
+    """Such a lane's records, with the section title, the noun and the column headers its
+    `LaneSpec` declares (read with the lane's own record model, `loader.py`)."""
+
+    title: str
+    noun: str
+    headers: tuple[str, ...]
+    records: tuple[TableRecord, ...]
+
+
+LaneDocument = (
+    SceneList | NpcList | CombatTurnList | SpellList | ItemEventList | InteractionList | TableList
+)
 
 # The D&D artifact kinds the report renders (schema version v1), with their reader's view.
 KNOWN_KINDS: dict[str, type[LaneDocument]] = {

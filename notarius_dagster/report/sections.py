@@ -19,6 +19,7 @@ from notarius_dagster.report.inputs import (
     Ref,
     SceneList,
     SpellList,
+    TableList,
 )
 from notarius_dagster.report.markup import link, text
 
@@ -317,8 +318,21 @@ SECTIONS: dict[str, SectionSpec] = {
 }
 
 
+def table_body(ctx: PageContext, lane: LaneOutput) -> str:
+    """Any other lane: the table its `LaneSpec` declares (`report_table`, read by the loader)."""
+    assert isinstance(lane.document, TableList)
+    return _records_table(
+        ctx,
+        lane,
+        enumerate(lane.document.records),
+        [text(lane.document.noun.capitalize()), *(text(h) for h in lane.document.headers)],
+        lambda r: [_or_none(c) for c in r.cells],
+    )
+
+
 def render_sections(ctx: PageContext) -> list[tuple[str, str, str]]:
-    """(section id, title, html) for every D&D kind, in page order, present or not."""
+    """(section id, title, html) for every D&D kind, in page order, present or not; then one
+    section per other lane the report read with its `LaneSpec` (`lane-<lane id>`)."""
     out = []
     for kind, spec in SECTIONS.items():
         lanes = [lane for lane in ctx.inputs.outputs if lane.kind == kind and lane.document]
@@ -330,6 +344,13 @@ def render_sections(ctx: PageContext) -> list[tuple[str, str, str]]:
         if not lanes:
             parts.append(f'<p class="empty">{_absent(ctx, kind)}</p>')
         out.append((spec.section_id, spec.title, "".join(parts)))
+    for lane in ctx.inputs.outputs:
+        if isinstance(lane.document, TableList):
+            count = _record_count(lane)
+            body = table_body(ctx, lane) if count else '<p class="empty">No records.</p>'
+            intro = f'<p class="lane">lane {text(lane.lane_id)} &#183; {count} record(s)</p>'
+            # a lane id is [a-z0-9-]: safe as an id
+            out.append((f"lane-{lane.lane_id}", text(lane.document.title), intro + body))
     return out
 
 

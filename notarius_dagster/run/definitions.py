@@ -19,14 +19,14 @@ from assets.quality import build_quality_checks
 from assets.report import build_report_asset
 from assets.run_tags import pipeline_tags
 from assets.sensors import build_sensors
-from notarius_dagster.engine.lanes import registered_match_fields
+from notarius_dagster.engine.registry import LaneRegistry
 from notarius_dagster.engine.resolution import (
     ResolvedPipeline,
     RuntimeBinding,
     resolve_profile_file,
 )
 from notarius_dagster.engine.session_steps import RunPipeline
-from notarius_dagster.modules import load_modules
+from notarius_dagster.modules import registry as dnd_registry
 from notarius_dagster.progress import progress_logger
 from notarius_dagster.run.step_processes import PRELOAD_MODULES
 from notarius_dagster.settings import Settings, api_key, load_settings
@@ -59,54 +59,74 @@ def llm_not_ready(profile: dict[str, Any]) -> str | None:
     return "; ".join(problems) if problems else None
 
 
-def resolve_settings_pipeline(settings: Settings, **overrides: Any) -> ResolvedPipeline:
-    load_modules()
-    return resolve_profile_file(settings.profile, llm_profile=settings.llm_profile, **overrides)
+def resolve_settings_pipeline(
+    settings: Settings, registry: LaneRegistry, **overrides: Any
+) -> ResolvedPipeline:
+    return resolve_profile_file(
+        settings.profile, llm_profile=settings.llm_profile, registry=registry, **overrides
+    )
 
 
-def run_pipeline(settings: Settings, *, lanes: Sequence[str] | None = None) -> RunPipeline:
-    """The profile resolved alone (what the graph is built from), and how a run resolves it
-    again with its runtime references."""
+def run_pipeline(
+    settings: Settings,
+    *,
+    lanes: Sequence[str] | None = None,
+    registry: LaneRegistry | None = None,
+) -> RunPipeline:
+    """The profile resolved alone against `registry` (default: the D&D one; what the graph is
+    built from), and how a run resolves it again with its runtime references."""
+    lane_registry = registry or dnd_registry()
 
     def resolve(references: Sequence[RuntimeBinding], unbinds: Sequence[str]) -> ResolvedPipeline:
         return resolve_settings_pipeline(
-            settings, runtime_references=references, runtime_unbinds=unbinds, lanes=lanes
+            settings,
+            lane_registry,
+            runtime_references=references,
+            runtime_unbinds=unbinds,
+            lanes=lanes,
         )
 
-    return RunPipeline(pipeline=resolve((), ()), resolve=resolve)
+    return RunPipeline(pipeline=resolve((), ()), registry=lane_registry, resolve=resolve)
 
 
-def extra_assets(pipeline: ResolvedPipeline) -> dict[str, Any]:
+def extra_assets(pipeline: ResolvedPipeline, registry: LaneRegistry) -> dict[str, Any]:
     """Optional session assets the profile switches on (today: the evidence context)."""
-    evidence = build_evidence_context_asset(pipeline)
+    evidence = build_evidence_context_asset(pipeline, registry)
     return {"evidence_context": evidence} if evidence is not None else {}
 
 
 def build_definitions(
-    settings: Settings | None = None, *, lanes: Sequence[str] | None = None
+    settings: Settings | None = None,
+    *,
+    lanes: Sequence[str] | None = None,
+    registry: LaneRegistry | None = None,
 ) -> Definitions:
     """The code location for `settings` (default: from the environment), optionally with a
     subset of the profile's lanes. Runtime references are not part of it: a run passes them as
     run config (assets/factory.py: RuntimeReferences)."""
     settings = settings or load_settings()
-    return definitions_for(settings, run_pipeline(settings, lanes=lanes))
+    return definitions_for(settings, run_pipeline(settings, lanes=lanes, registry=registry))
 
 
 def definitions_for(settings: Settings, plan: RunPipeline) -> Definitions:
     """The Definitions of an already resolved `plan` (the runner resolves it first to check a
     run's runtime references before anything is launched)."""
-    pipeline = plan.pipeline
-    campaign_assets, campaign_sensors = build_campaign_assets(pipeline, settings.store.bundles)
+    pipeline, registry = plan.pipeline, plan.registry
+    campaign_assets, campaign_sensors = build_campaign_assets(
+        pipeline, registry, settings.store.bundles
+    )
     tags = pipeline_tags(pipeline)
     return Definitions(
         assets=[
-            *build_session_assets(plan, extra=extra_assets(pipeline)),
-            build_report_asset(pipeline=pipeline, roster_file=pipeline_roster(pipeline)),
+            *build_session_assets(plan, extra=extra_assets(pipeline, registry)),
+            build_report_asset(
+                pipeline=pipeline, roster_file=pipeline_roster(pipeline), registry=registry
+            ),
             *campaign_assets,
         ],
         asset_checks=[
-            *build_asset_checks(pipeline),
-            *build_quality_checks(registered_match_fields()),
+            *build_asset_checks(pipeline, registry),
+            *build_quality_checks(registry.match_fields()),
         ],
         sensors=[
             *build_sensors(

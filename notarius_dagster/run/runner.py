@@ -39,6 +39,7 @@ from assets.jobs import SESSION_JOB_NAME
 from assets.partitions import sessions_partitions
 from notarius_dagster.engine.errors import LLMUnavailableError, NotariusError
 from notarius_dagster.engine.redaction import redact_secrets
+from notarius_dagster.engine.registry import LaneRegistry
 from notarius_dagster.engine.resolution import RuntimeBinding
 from notarius_dagster.engine.session_steps import RuntimeOverrides
 from notarius_dagster.run.step_processes import start_forkserver, step_job_arguments
@@ -198,9 +199,13 @@ def run_session(
     only_stale: bool = False,
     parallel: bool = False,
     retry_rejected: bool = False,
+    registry: LaneRegistry | None = None,
 ) -> RunOutcome:
     """Materialize one session. Raises NotariusError (before anything runs) for a profile or
-    runtime references that do not resolve; a run that fails is an unsuccessful outcome."""
+    runtime references that do not resolve; a run that fails is an unsuccessful outcome.
+    `registry` (default: the D&D one) applies in this process only, so not with `parallel`."""
+    if registry is not None and parallel:
+        raise NotariusError("a run with its own lane registry runs in process (not parallel)")
     from assets.factory import runtime_references_config
     from notarius_dagster.run.definitions import definitions_for, run_pipeline
 
@@ -210,7 +215,7 @@ def run_session(
     job_arguments = step_job_arguments(settings.profile, settings.store, llm_profile, lanes)
     if parallel and (instance is None or not instance.is_ephemeral):
         start_forkserver(job_arguments)  # kept if `notarius run` started it already
-    plan = run_pipeline(settings, lanes=lanes)
+    plan = run_pipeline(settings, lanes=lanes, registry=registry)
     # A model that cannot be called (no key, no provider package) stops the run here: no
     # partition, no run (notarius_dagster/llm/preflight.py).
     from notarius_dagster.llm.preflight import check_ready

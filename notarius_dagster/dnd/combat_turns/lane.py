@@ -16,9 +16,9 @@ from notarius_dagster.dnd.combat_turns.model import CombatTurn, OutcomeAnswer
 from notarius_dagster.dnd.event_lists import event_modules
 from notarius_dagster.dnd.grounding import npcs_slot
 from notarius_dagster.dnd.roster import roster_slot
-from notarius_dagster.engine.catalog import ReferenceSlot
 from notarius_dagster.engine.lane_models import AnswerSpec
 from notarius_dagster.engine.lanes import GoldMatch, LaneSpec
+from notarius_dagster.engine.models import ReferenceSlot
 
 LANE = LaneSpec(
     lane_id="combat-turns",
