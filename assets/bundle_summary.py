@@ -16,7 +16,6 @@ manifest's `cost_usd` is null with `unpriced_calls` counting the calls without a
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from dagster import MetadataValue
 
 from notarius_dagster.engine.bundle_documents import Manifest
 from notarius_dagster.engine.lane_runner import LaneResult
+from notarius_dagster.engine.llm_contract import LLMUsage
 from notarius_dagster.engine.models import RunWarning
 from notarius_dagster.settings import load_settings
 
@@ -32,29 +32,9 @@ MAX_LISTED_WARNINGS = 20
 UNPRICED = "unpriced"
 
 
-@dataclass(frozen=True)
-class Usage:
-    """Calls, tokens and cost of a set of lanes; `cost_usd` None when a call was unpriced."""
-
-    lanes: tuple[str, ...]
-    calls: int
-    prompt_tokens: int
-    completion_tokens: int
-    cost_usd: float | None
-
-
-def usage_of(results: Iterable[LaneResult]) -> Usage:
-    """The usage of `results`; its cost None when any of their calls was unpriced."""
-    chosen = list(results)
-    unpriced = sum(r.stats.usage.unpriced_calls for r in chosen)
-    cost = round(sum(r.stats.usage.cost_usd for r in chosen), 8)
-    return Usage(
-        lanes=tuple(r.lane_id for r in chosen),
-        calls=sum(r.stats.usage.calls for r in chosen),
-        prompt_tokens=sum(r.stats.usage.prompt_tokens for r in chosen),
-        completion_tokens=sum(r.stats.usage.completion_tokens for r in chosen),
-        cost_usd=None if unpriced else cost,
-    )
+def usage_of(results: Iterable[LaneResult]) -> LLMUsage:
+    """The usage of `results` summed (`priced_cost_usd` None when any call was unpriced)."""
+    return LLMUsage.total(r.stats.usage for r in results)
 
 
 def _cell(text: str, limit: int = WARNING_MESSAGE_CHARS) -> str:
@@ -68,7 +48,11 @@ def _cost(cost: float | None) -> str:
 
 
 def summary_markdown(
-    manifest: Manifest, results: Sequence[LaneResult], this_run: Usage, total: Usage
+    manifest: Manifest,
+    results: Sequence[LaneResult],
+    this_run: LLMUsage,
+    total: LLMUsage,
+    lanes_run: Sequence[str],
 ) -> str:
     """The Markdown summary of a published bundle (see the module docstring for what it may
     hold)."""
@@ -117,12 +101,17 @@ def summary_markdown(
         "",
         "| | lanes | calls | prompt tokens | completion tokens | cost (USD) |",
         "|---|---|---|---|---|---|",
-        f"| this run | {len(this_run.lanes)} | {this_run.calls} | {this_run.prompt_tokens} | "
-        f"{this_run.completion_tokens} | {_cost(this_run.cost_usd)} |",
-        f"| bundle total | {len(total.lanes)} | {total.calls} | {total.prompt_tokens} | "
-        f"{total.completion_tokens} | {_cost(total.cost_usd)} |",
+        f"| this run | {len(lanes_run)} | {this_run.calls} | {this_run.prompt_tokens} | "
+        f"{this_run.completion_tokens} | {_cost(this_run.priced_cost_usd)} |",
+        f"| bundle total | {len(results)} | {total.calls} | {total.prompt_tokens} | "
+        f"{total.completion_tokens} | {_cost(total.priced_cost_usd)} |",
     ]
     return "\n".join(lines)
+
+
+def _metadata_cost(usage: LLMUsage) -> float | str:
+    cost = usage.priced_cost_usd
+    return UNPRICED if cost is None else cost
 
 
 def bundle_url(base_url: str, session_id: str) -> str:
@@ -141,6 +130,7 @@ def bundle_metadata(
 ) -> dict[str, Any]:
     """Everything the bundle asset records (counts, path, URL, summary, totals)."""
     total = usage_of(results)
+    lanes_run = [r.lane_id for r in results if r.lane_id in ran_in_run]
     this_run = usage_of(r for r in results if r.lane_id in ran_in_run)
     metadata: dict[str, Any] = {
         "session_id": manifest.session_id,
@@ -150,18 +140,20 @@ def bundle_metadata(
         "lanes": len(manifest.outputs),
         "rejections": len(manifest.rejected),
         "warnings": manifest.warnings,
-        "summary": MetadataValue.md(summary_markdown(manifest, results, this_run, total)),
+        "summary": MetadataValue.md(
+            summary_markdown(manifest, results, this_run, total, lanes_run)
+        ),
         # This run only (lanes materialized by it); a run that reused everything made 0 calls.
         "llm_calls": this_run.calls,
         "prompt_tokens": this_run.prompt_tokens,
         "completion_tokens": this_run.completion_tokens,
-        "cost_usd": UNPRICED if this_run.cost_usd is None else this_run.cost_usd,
-        "lanes_run": MetadataValue.json(sorted(this_run.lanes)),
+        "cost_usd": _metadata_cost(this_run),
+        "lanes_run": MetadataValue.json(sorted(lanes_run)),
         # The artifact's totals (what the manifest's totals say).
         "bundle_llm_calls": total.calls,
         "bundle_prompt_tokens": total.prompt_tokens,
         "bundle_completion_tokens": total.completion_tokens,
-        "bundle_cost_usd": UNPRICED if total.cost_usd is None else total.cost_usd,
+        "bundle_cost_usd": _metadata_cost(total),
         "wall_time_s": manifest.timing.wall_time_s,
     }
     base = load_settings().bundle_base_url

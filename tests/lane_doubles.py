@@ -23,7 +23,7 @@ from notarius_dagster.engine import lanes
 from notarius_dagster.engine.catalog import CATALOG
 from notarius_dagster.engine.contracts import ExtractRequest
 from notarius_dagster.engine.lane_runner import LaneResult, run_lane
-from notarius_dagster.engine.llm_contract import StructuredRequest, StructuredResponse
+from notarius_dagster.engine.llm_contract import LLMUsage, StructuredRequest, StructuredResponse
 from notarius_dagster.engine.models import Chunk, SourceDocument
 from notarius_dagster.engine.references import prepare_lane_references
 from notarius_dagster.engine.resolution import (
@@ -262,9 +262,9 @@ class RecordingClient:
             data=data,
             rung="json_schema",
             valid=True,
-            calls=1,
-            prompt_tokens=len(request.user) // 4,
-            completion_tokens=10,
+            usage=LLMUsage.of_call(
+                prompt_tokens=len(request.user) // 4, completion_tokens=10, cost_usd=0.0
+            ).answered("json_schema", None),
         )
 
 

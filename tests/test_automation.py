@@ -25,9 +25,10 @@ from notarius_dagster.dnd.npcs.lane import LANE as NPCS
 from notarius_dagster.engine.errors import NotariusError
 from notarius_dagster.engine.transcripts import register_transcript
 from notarius_dagster.llm.test_double import scripted_llm
-from notarius_dagster.run.runner import build_run_definitions, run_session
+from notarius_dagster.run.runner import run_session
 from notarius_dagster.sessions import add_session
 from notarius_dagster.settings import store_paths
+from tests.run_definitions import build_run_definitions
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "samples" / "crd3-c2e001-slice.jsonl"

@@ -15,18 +15,18 @@ from dagster import AssetKey, DagsterInstance
 from assets.bundle_summary import (
     UNPRICED,
     WARNING_MESSAGE_CHARS,
-    Usage,
     summary_markdown,
     usage_of,
 )
 from assets.jobs import SESSION_JOB_NAME
 from notarius_dagster.engine.bundle_documents import Manifest
 from notarius_dagster.engine.lane_runner import LaneResult
+from notarius_dagster.engine.llm_contract import LLMUsage
 from notarius_dagster.engine.models import RunWarning
 from notarius_dagster.llm.test_double import scripted_llm
-from notarius_dagster.run.runner import build_run_definitions
 from notarius_dagster.settings import BUNDLE_BASE_URL_ENV
 from tests.doubles import lane_responder
+from tests.run_definitions import build_run_definitions
 from tests.test_dagster_materialization import REPO, SAMPLE, materialize
 
 BUNDLE = AssetKey("session_bundle")
@@ -107,8 +107,8 @@ def test_the_summary_lists_warnings_content_safe_and_bounded(
             ),
         ),
     )
-    usage = Usage(lanes=("npcs",), calls=2, prompt_tokens=10, completion_tokens=5, cost_usd=0.00012)
-    text = summary_markdown(manifest, [result], usage, usage)
+    usage = LLMUsage(calls=2, prompt_tokens=10, completion_tokens=5, cost_usd=0.00012)
+    text = summary_markdown(manifest, [result], usage, usage, ["npcs"])
     [row] = [line for line in text.splitlines() if line.startswith("| truncated_answer")]
     assert "| npcs | chunk-0003 |" in row
     message = row.split("|")[4].strip()
@@ -118,8 +118,6 @@ def test_the_summary_lists_warnings_content_safe_and_bounded(
 
 
 def test_a_lane_with_an_unpriced_call_makes_the_cost_unpriced() -> None:
-    from notarius_dagster.engine.contracts import LLMUsage
-
     def lane(lane_id: str, usage: LLMUsage) -> LaneResult:
         return cast(
             LaneResult, SimpleNamespace(lane_id=lane_id, stats=SimpleNamespace(usage=usage))
@@ -127,7 +125,7 @@ def test_a_lane_with_an_unpriced_call_makes_the_cost_unpriced() -> None:
 
     priced = lane("npcs", LLMUsage(calls=2, cost_usd=0.5))
     unpriced = lane("spells", LLMUsage(calls=1, unpriced_calls=1))
-    assert usage_of([priced]).cost_usd == 0.5
-    assert usage_of([priced, unpriced]).cost_usd is None
-    assert usage_of([]).cost_usd == 0.0
+    assert usage_of([priced]).priced_cost_usd == 0.5
+    assert usage_of([priced, unpriced]).priced_cost_usd is None
+    assert usage_of([]).priced_cost_usd == 0.0
     assert UNPRICED == "unpriced"

@@ -34,8 +34,9 @@ from notarius_dagster.llm.test_double import (
     provider_error_of,
     scripted_llm,
 )
-from notarius_dagster.run.runner import build_run_definitions, run_session
+from notarius_dagster.run.runner import run_session
 from tests.doubles import npc_answer, units_in
+from tests.run_definitions import build_run_definitions
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "samples" / "crd3-c2e001-slice.jsonl"

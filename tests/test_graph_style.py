@@ -12,7 +12,7 @@ import yaml
 from assets.graph_style import OWNER_ENV, owners
 from assets.jobs import SESSION_JOB_NAME
 from notarius_dagster.engine.errors import NotariusError
-from notarius_dagster.run.runner import build_run_definitions
+from tests.run_definitions import build_run_definitions
 
 REPO = Path(__file__).resolve().parent.parent
 COMPLETE = REPO / "configs" / "dnd-complete.yaml"

@@ -105,10 +105,10 @@ def test_a_valid_first_answer_is_returned_with_its_tokens_in_one_call() -> None:
     assert response.rung == "json_object"
     assert response.data == {"npcs": [{"name": "Mira", "level": 3}]}
     assert response.errors == ()
-    assert response.calls == 1
-    assert response.prompt_tokens > 0
-    assert response.completion_tokens == len(VALID) // 4
-    assert response.cost_usd == 0.0
+    assert response.usage.calls == 1
+    assert response.usage.prompt_tokens > 0
+    assert response.usage.completion_tokens == len(VALID) // 4
+    assert response.usage.priced_cost_usd == 0.0
     assert response.model == "notarius-double/scripted"
 
 
@@ -116,7 +116,7 @@ def test_an_invalid_first_answer_is_reasked_once_with_paths_but_not_values() -> 
     response, double = ask([INVALID, VALID])
     assert response.valid
     assert response.rung == "reask"
-    assert response.calls == 2
+    assert response.usage.calls == 2
     assert response.data == {"npcs": [{"name": "Mira", "level": 3}]}
     first, second = double.calls
     assert second.response_format == first.response_format
@@ -131,8 +131,8 @@ def test_an_invalid_first_answer_is_reasked_once_with_paths_but_not_values() -> 
 def test_tokens_are_summed_over_the_reask() -> None:
     single, _ = ask([VALID])
     twice, _ = ask([INVALID, VALID])
-    assert twice.prompt_tokens > 2 * single.prompt_tokens - 1
-    assert twice.completion_tokens == len(INVALID) // 4 + len(VALID) // 4
+    assert twice.usage.prompt_tokens > 2 * single.usage.prompt_tokens - 1
+    assert twice.usage.completion_tokens == len(INVALID) // 4 + len(VALID) // 4
 
 
 def test_an_answer_that_is_not_json_is_reasked() -> None:
@@ -147,7 +147,7 @@ def test_an_answer_invalid_twice_is_reported_invalid_and_never_repaired() -> Non
     assert not response.valid
     assert response.data is None
     assert response.rung == "reask"
-    assert response.calls == 2
+    assert response.usage.calls == 2
     assert response.errors == ("$.npcs[0]: required (level)",)
 
 
@@ -223,7 +223,7 @@ def test_a_rate_limit_is_retried_and_the_retry_can_succeed() -> None:
     with scripted_llm(flaky) as double:
         response = client(retries=2).complete_structured(request())
     assert response.valid
-    assert response.calls == 1
+    assert response.usage.calls == 1
     assert len(double.calls) == 2
 
 
@@ -250,7 +250,7 @@ def test_calls_from_worker_threads_are_answered_and_recorded() -> None:
         responses = list(
             pool.map(lambda s: shared.complete_structured(request(session_id=s)), sessions)
         )
-    assert all(r.valid and r.calls == 1 for r in responses)
+    assert all(r.valid and r.usage.calls == 1 for r in responses)
     assert sorted(call.session_id or "" for call in double.calls) == sessions
 
 
@@ -489,8 +489,8 @@ def test_a_priced_model_reports_litellms_own_price_for_the_call() -> None:
             litellm.model_cost.pop(model, None)
         else:
             litellm.model_cost[model] = before
-    expected = response.prompt_tokens * 1e-6 + response.completion_tokens * 2e-6
-    assert response.cost_usd == pytest.approx(expected)
+    expected = response.usage.prompt_tokens * 1e-6 + response.usage.completion_tokens * 2e-6
+    assert response.usage.priced_cost_usd == pytest.approx(expected)
 
 
 def test_a_call_litellm_cannot_price_is_unpriced_never_free() -> None:
@@ -502,18 +502,15 @@ def test_a_call_litellm_cannot_price_is_unpriced_never_free() -> None:
         input_cost_per_token=None,
         output_cost_per_token=None,
     )
-    assert response.cost_usd is None
-    from notarius_dagster.engine.contracts import LLMUsage
-
-    usage = LLMUsage.of(response)
+    usage = response.usage
     assert usage.unpriced_calls == 1 and usage.priced_cost_usd is None
-    assert (usage + LLMUsage.of(response)).unpriced_calls == 2
+    assert (usage + usage).unpriced_calls == 2
 
 
 def test_a_profile_sets_its_own_prices() -> None:
     response, _ = ask([VALID], input_cost_per_token=3e-6, output_cost_per_token=5e-6)
-    expected = response.prompt_tokens * 3e-6 + response.completion_tokens * 5e-6
-    assert response.cost_usd == pytest.approx(expected)
+    expected = response.usage.prompt_tokens * 3e-6 + response.usage.completion_tokens * 5e-6
+    assert response.usage.priced_cost_usd == pytest.approx(expected)
 
 
 def test_prices_are_set_together() -> None:

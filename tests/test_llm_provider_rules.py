@@ -217,7 +217,7 @@ def test_a_refused_schema_steps_the_lane_down_once_with_the_providers_reason() -
     assert first.stepdown_reason is not None and "'minLength' is not permitted" in (
         first.stepdown_reason
     )
-    assert first.calls == 1  # the refused request is not an answer
+    assert first.usage.calls == 1  # the refused request is not an answer
     # The lane stays down: its next request is not refused again.
     assert second.rung == "json_object" and second.stepped_down_from is None
     # Another lane climbs its own ladder.

@@ -58,13 +58,13 @@ def test_one_structured_call_through_the_offline_server_and_a_clean_stop() -> No
             )
         )
         elapsed = time.monotonic() - started
-        print(f"offline structured call: {elapsed:.2f} s, {response.calls} call(s)")
+        print(f"offline structured call: {elapsed:.2f} s, {response.usage.calls} call(s)")
     assert response.rung in ("json_object", "reask")
     if response.valid:
         assert isinstance(response.data, dict) and isinstance(response.data["name"], str)
     else:
         assert response.rung == "reask" and response.data is None
-    assert response.prompt_tokens > 0 and response.completion_tokens > 0
+    assert response.usage.prompt_tokens > 0 and response.usage.completion_tokens > 0
     assert not server.is_running()
     assert _process_gone(pid)
 

@@ -314,7 +314,7 @@ def test_reference_content_never_reaches_bundle_or_metadata(
 def test_runtime_reference_through_dagster_run_config(
     tmp_path: Path, instance: DagsterInstance
 ) -> None:
-    from notarius_dagster.run.runner import build_run_definitions
+    from tests.run_definitions import build_run_definitions
 
     (tmp_path / "short.txt").write_text("only line\n")
     (tmp_path / "long.txt").write_text("a\nb\nc\n")
@@ -389,7 +389,7 @@ def test_cli_and_ui_runtime_references_take_one_path_with_one_error(
     as the run config a UI run gives: the same binding lands in the manifest, and a bad selector
     gets the same message on both paths (refused before anything runs on the first)."""
     from notarius_dagster.engine.errors import NotariusError
-    from notarius_dagster.run.runner import build_run_definitions
+    from tests.run_definitions import build_run_definitions
 
     (tmp_path / "short.txt").write_text("only line\n")
     (tmp_path / "long.txt").write_text("a\nb\nc\n")

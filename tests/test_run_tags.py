@@ -21,8 +21,9 @@ from assets.sensors import INBOX_SENSOR_NAME
 from notarius_dagster.engine.transcripts import register_transcript
 from notarius_dagster.llm.test_double import scripted_llm
 from notarius_dagster.run.definitions import resolve_settings_pipeline
-from notarius_dagster.run.runner import build_run_definitions, run_session, run_settings
+from notarius_dagster.run.runner import run_session, run_settings
 from tests.doubles import lane_responder
+from tests.run_definitions import build_run_definitions
 
 REPO = Path(__file__).resolve().parent.parent
 OFFLINE = REPO / "configs" / "offline.yaml"

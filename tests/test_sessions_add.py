@@ -12,8 +12,8 @@ from assets.factory import missing_transcript_message
 from assets.jobs import SESSION_JOB_NAME
 from notarius_dagster.cli.main import ensure_dagster_home, main
 from notarius_dagster.llm.test_double import scripted_llm
-from notarius_dagster.run.runner import build_run_definitions
 from tests.doubles import lane_responder
+from tests.run_definitions import build_run_definitions
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "samples" / "crd3-c2e001-slice.jsonl"

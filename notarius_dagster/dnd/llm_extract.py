@@ -26,7 +26,6 @@ from notarius_dagster.dnd.roster import party_context
 from notarius_dagster.engine.chunking import render_unit
 from notarius_dagster.engine.contracts import (
     ExtractRequest,
-    LLMUsage,
     ModuleOutput,
     PreparedReference,
 )
@@ -286,7 +285,7 @@ class LLMListExtractor:
                 chunk_id=request.chunk.chunk_id,
             )
         )
-        usage = LLMUsage.of(response)
+        usage = response.usage
         stepdown = stepdown_warning(response, request)
         if not response.valid or response.data is None:
             return ModuleOutput(

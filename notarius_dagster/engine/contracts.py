@@ -10,63 +10,8 @@ from typing import Any, Protocol
 from pydantic import Field
 
 from notarius_dagster.engine.artifact_kinds import ArtifactKind
-from notarius_dagster.engine.llm_contract import StructuredClient, StructuredResponse
+from notarius_dagster.engine.llm_contract import LLMUsage, StructuredClient
 from notarius_dagster.engine.models import Chunk, Frozen, RunWarning, SourceDocument
-
-
-class LLMUsage(Frozen):
-    """LLM accounting for one module output: calls, tokens, cost, and the ladder rungs.
-
-    `cost_usd` sums the calls that were priced; `unpriced_calls` counts those that could not be
-    (a model missing from litellm's price map with no price in its profile), so a total is
-    never shown as complete when it is not. `stepdowns` counts, by the rung refused, the
-    requests the provider made step down the structured-output ladder."""
-
-    calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cached_prompt_tokens: int = 0
-    cost_usd: float = 0.0
-    unpriced_calls: int = 0
-    rungs: dict[str, int] = Field(default_factory=dict)
-    stepdowns: dict[str, int] = Field(default_factory=dict)
-
-    @classmethod
-    def of(cls, response: StructuredResponse) -> LLMUsage:
-        return cls(
-            calls=response.calls,
-            prompt_tokens=response.prompt_tokens,
-            completion_tokens=response.completion_tokens,
-            cached_prompt_tokens=response.cached_prompt_tokens,
-            cost_usd=response.cost_usd or 0.0,
-            unpriced_calls=response.calls if response.cost_usd is None else 0,
-            rungs={response.rung: 1},
-            stepdowns={response.stepped_down_from: 1} if response.stepped_down_from else {},
-        )
-
-    @property
-    def priced_cost_usd(self) -> float | None:
-        """The cost as published: None when any call was unpriced."""
-        return None if self.unpriced_calls else self.cost_usd
-
-    def __add__(self, other: LLMUsage) -> LLMUsage:
-        return LLMUsage(
-            calls=self.calls + other.calls,
-            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
-            completion_tokens=self.completion_tokens + other.completion_tokens,
-            cached_prompt_tokens=self.cached_prompt_tokens + other.cached_prompt_tokens,
-            cost_usd=round(self.cost_usd + other.cost_usd, 8),
-            unpriced_calls=self.unpriced_calls + other.unpriced_calls,
-            rungs=_summed(self.rungs, other.rungs),
-            stepdowns=_summed(self.stepdowns, other.stepdowns),
-        )
-
-
-def _summed(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
-    total = dict(a)
-    for key, count in b.items():
-        total[key] = total.get(key, 0) + count
-    return total
 
 
 class ModuleOutput(Frozen):

@@ -28,6 +28,7 @@ from jsonschema import Draft202012Validator
 from notarius_dagster.engine.errors import LLMError, NotariusError
 from notarius_dagster.engine.errors import TransientLLMError as TransientLLMError  # re-export
 from notarius_dagster.engine.llm_contract import (
+    LLMUsage,
     StructuredRequest,
     StructuredResponse,
     StructuredRung,
@@ -57,35 +58,11 @@ MAX_BACKOFF_S = 30.0
 
 @dataclass(frozen=True)
 class _Answer:
-    """What one successful completion call contributed."""
+    """What one successful completion call gave: the answer and its usage."""
 
     content: str | None
     truncated: bool
-    prompt_tokens: int
-    completion_tokens: int
-    cached_prompt_tokens: int
-    cost_usd: float | None
-
-
-@dataclass
-class _Tally:
-    """Running totals over the calls of one structured request."""
-
-    calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cached_prompt_tokens: int = 0
-    cost_usd: float | None = 0.0
-
-    def add(self, answer: _Answer) -> None:
-        self.calls += 1
-        self.prompt_tokens += answer.prompt_tokens
-        self.completion_tokens += answer.completion_tokens
-        self.cached_prompt_tokens += answer.cached_prompt_tokens
-        if self.cost_usd is None or answer.cost_usd is None:
-            self.cost_usd = None
-        else:
-            self.cost_usd += answer.cost_usd
+    usage: LLMUsage
 
 
 @dataclass
@@ -201,11 +178,10 @@ class LiteLLMClient:
                 self._refusals.add(request.lane, rung)
                 step_down = step_down or _StepDown(rung, refusal.reason)
                 rung = lower
-        tally = _Tally()
-        tally.add(answer)
+        usage = answer.usage
         data, errors = self._check(answer, rung, validator, schema)
         if not errors:
-            return self._response(data, rung, errors, tally, step_down)
+            return self._response(data, rung, errors, usage, step_down)
 
         messages = [
             *messages,
@@ -216,9 +192,9 @@ class LiteLLMClient:
             answer = self._complete(messages, rung, request)
         except _Refused as refusal:  # refused on the re-ask only: not a schema problem
             raise refusal.error from None
-        tally.add(answer)
+        usage = usage + answer.usage
         data, errors = self._check(answer, rung, validator, schema)
-        return self._response(data, "reask", errors, tally, step_down)
+        return self._response(data, "reask", errors, usage, step_down)
 
     def _check(
         self,
@@ -267,7 +243,7 @@ class LiteLLMClient:
         data: dict[str, Any] | None,
         rung: StructuredRung,
         errors: tuple[str, ...],
-        tally: _Tally,
+        usage: LLMUsage,
         step_down: _StepDown | None,
     ) -> StructuredResponse:
         return StructuredResponse(
@@ -275,11 +251,7 @@ class LiteLLMClient:
             rung=rung,
             valid=not errors,
             errors=errors,
-            calls=tally.calls,
-            prompt_tokens=tally.prompt_tokens,
-            completion_tokens=tally.completion_tokens,
-            cached_prompt_tokens=tally.cached_prompt_tokens,
-            cost_usd=tally.cost_usd,
+            usage=usage.answered(rung, step_down.rung if step_down else None),
             model=self._profile.model,
             stepped_down_from=step_down.rung if step_down else None,
             stepdown_reason=step_down.reason if step_down else None,
@@ -442,10 +414,12 @@ def _answer_of(response: Any) -> _Answer:
     return _Answer(
         content=cast("str | None", choice.message.content),
         truncated=getattr(choice, "finish_reason", None) == "length",
-        prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
-        completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
-        cached_prompt_tokens=int(getattr(details, "cached_tokens", 0) or 0),
-        cost_usd=_cost_of(response),
+        usage=LLMUsage.of_call(
+            prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+            completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+            cached_prompt_tokens=int(getattr(details, "cached_tokens", 0) or 0),
+            cost_usd=_cost_of(response),
+        ),
     )
 
 

@@ -143,7 +143,7 @@ def ping(
         model=profile.model,
         rung=response.rung,
         seconds=round(time.monotonic() - started, 3),
-        prompt_tokens=response.prompt_tokens,
-        completion_tokens=response.completion_tokens,
-        cost_usd=response.cost_usd,
+        prompt_tokens=response.usage.prompt_tokens,
+        completion_tokens=response.usage.completion_tokens,
+        cost_usd=response.usage.priced_cost_usd,
     )

@@ -79,22 +79,6 @@ def run_settings(
     )
 
 
-def build_run_definitions(
-    *,
-    profile: Path,
-    data_root: Path | None = None,
-    bundles_root: Path | None = None,
-    llm_profile: str | None = None,
-    lanes: Sequence[str] | None = None,
-) -> Definitions:
-    from notarius_dagster.run.definitions import build_definitions
-
-    settings = run_settings(
-        profile=profile, data_root=data_root, bundles_root=bundles_root, llm_profile=llm_profile
-    )
-    return build_definitions(settings, lanes=lanes)
-
-
 _JOBS: dict[str, tuple[str, JobDefinition]] = {}
 """Session jobs built in this process, by their arguments, with the digest of the pipeline each
 was built from. A step process is a fork of a forkserver that built its run's job
