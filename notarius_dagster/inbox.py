@@ -51,6 +51,12 @@ from notarius_dagster.engine.inputs import EXTENSION_FORMATS
 from notarius_dagster.engine.limits import DEFAULT_INPUT_LIMITS
 from notarius_dagster.engine.session_ids import session_id_from_filename
 from notarius_dagster.engine.transcripts import store_transcript
+from notarius_dagster.settings import (
+    INBOX_INTERVAL_ENV,
+    INBOX_MAX_RUNS_ENV,
+    INBOX_MAX_SCAN_ENV,
+    INBOX_SETTLE_SECONDS_ENV,
+)
 from notarius_dagster.store import SessionBusyError
 
 HASH_PREFIX = 16
@@ -102,10 +108,10 @@ class InboxLimits:
             return value
 
         return cls(
-            interval_s=int(number("NOTARIUS_INBOX_INTERVAL", cls.interval_s, 1)),
-            max_scan=int(number("NOTARIUS_INBOX_MAX_SCAN", cls.max_scan, 1)),
-            max_runs=int(number("NOTARIUS_INBOX_MAX_RUNS", cls.max_runs, 1)),
-            settle_s=number("NOTARIUS_INBOX_SETTLE_SECONDS", cls.settle_s, 0),
+            interval_s=int(number(INBOX_INTERVAL_ENV, cls.interval_s, 1)),
+            max_scan=int(number(INBOX_MAX_SCAN_ENV, cls.max_scan, 1)),
+            max_runs=int(number(INBOX_MAX_RUNS_ENV, cls.max_runs, 1)),
+            settle_s=number(INBOX_SETTLE_SECONDS_ENV, cls.settle_s, 0),
         )
 
 
