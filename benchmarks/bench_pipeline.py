@@ -58,7 +58,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from process_tree import become_subreaper, measure_tree
 
 ROOT = Path(__file__).resolve().parent.parent
 SESSIONS_DIR = ROOT / "data" / "sessions"
@@ -136,6 +135,15 @@ CLIENT_SYSTEM = (
     "You extract non-player characters (NPCs) from a transcript of a Dungeons & Dragons "
     'session. Answer with JSON only: {"npcs": [...]}.'
 )
+
+
+def process_tree() -> Any:
+    """benchmarks/process_tree.py, imported when a run is measured (it needs psutil, the
+    `bench` extra; modules that only borrow this file's helpers do not)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import process_tree as module
+
+    return module
 
 
 _STUB_PIDS: set[int] = set()
@@ -309,7 +317,7 @@ def run_process(
             stdout=out,
             stderr=subprocess.STDOUT,
         )
-        measured = measure_tree(proc.pid, exclude=stub_pids)
+        measured = process_tree().measure_tree(proc.pid, exclude=stub_pids)
     wall = measured.exit_s if measured.exit_s is not None else time.perf_counter() - t0
     if measured.returncode != 0:
         raise BenchError(f"{' '.join(cmd[1:3])} exited with {measured.returncode}; log: {log}")
@@ -972,7 +980,7 @@ def main(argv: list[str] | None = None) -> int:
         figures.append("first-run")
     path = many_session_path(args.many_path) if "many-sessions" in figures else None
 
-    become_subreaper()  # orphans of a run are re-parented here, measured and reaped
+    process_tree().become_subreaper()  # orphans of a run are re-parented here and reaped
     work = Path(tempfile.mkdtemp(prefix="notarius-bench-"))
     port = free_port()
     profile, profile_data = write_profile(work, port)
