@@ -80,6 +80,7 @@ DESCRIPTION_AFTER = "A benchmark NPC, second description."
 PROMPT_EDIT = "(Benchmark edit: a changed prompt, so the npcs lane is asked again.)\n"
 FIGURES = (
     "first-run",
+    "npcs-only",
     "first-run-0",
     "client-cpu",
     "rerun",
@@ -136,6 +137,23 @@ CLIENT_SYSTEM = (
 )
 
 
+def process_tree() -> Any:
+    """benchmarks/process_tree.py, imported when a run is measured (it needs psutil, the
+    `bench` extra; modules that only borrow this file's helpers do not)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import process_tree as module
+
+    return module
+
+
+_STUB_PIDS: set[int] = set()
+"""The latency servers running now: children of the benchmark left out of a run's tree."""
+
+
+def stub_pids() -> set[int]:
+    return set(_STUB_PIDS)
+
+
 class BenchError(RuntimeError):
     """A measurement could not be taken (a run failed, the stub did not start)."""
 
@@ -168,6 +186,7 @@ class Stub:
             cmd += ["--script", str(self.script)]
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log)
+        _STUB_PIDS.add(self.proc.pid)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline().decode().strip()
         if not line.startswith("listening on "):
@@ -181,6 +200,7 @@ class Stub:
     def stop(self) -> None:
         if self.proc is None:
             return
+        _STUB_PIDS.discard(self.proc.pid)
         self.proc.terminate()
         try:
             self.proc.wait(timeout=10)
@@ -212,8 +232,23 @@ def stub(ctx: Context, latency: float, script: Mapping[str, Any] | None = None) 
 @dataclass(frozen=True)
 class Run:
     wall_s: float
-    cpu_s: float
+    cpu_s: float  # the whole process tree (process_tree.py: every descendant, until all exit)
     started_at: float  # time.time() just before the process was started
+    peak_pss_mb: float = 0.0  # summed proportional set size of the tree at its peak
+    processes: int = 0  # distinct processes the tree held over its life
+    peak_processes: int = 0  # most processes alive at once
+    left_behind: int = 0  # descendants still alive when the command exited
+    outlived_s: float = 0.0  # how long the last of them lived on after it
+
+    def tree(self) -> dict[str, Any]:
+        return {
+            "tree_cpu_s": round(self.cpu_s, 2),
+            "tree_peak_pss_mb": round(self.peak_pss_mb, 1),
+            "tree_processes": self.processes,
+            "tree_peak_processes": self.peak_processes,
+            "left_behind": self.left_behind,
+            "outlived_s": round(self.outlived_s, 2),
+        }
 
 
 @dataclass(frozen=True)
@@ -261,21 +296,41 @@ def run_env(tree: Path, store: Store) -> dict[str, str]:
     return env
 
 
-def run_process(cmd: Sequence[str], *, tree: Path, store: Store, log: Path) -> Run:
-    """Run one command to completion; wall time, CPU (user + system) of the process and its
-    children, and the time.time() of its start."""
+def run_process(
+    cmd: Sequence[str],
+    *,
+    tree: Path,
+    store: Store,
+    log: Path,
+    env: Mapping[str, str] | None = None,
+) -> Run:
+    """Run one command to completion and measure its whole process tree (process_tree.py):
+    wall time to the command's exit, CPU and peak summed PSS of the command and every process
+    it started, directly or not, sampled until the last of them has exited."""
     with log.open("wb") as out:
         started_at = time.time()
         t0 = time.perf_counter()
         proc = subprocess.Popen(
-            list(cmd), cwd=tree, env=run_env(tree, store), stdout=out, stderr=subprocess.STDOUT
+            list(cmd),
+            cwd=tree,
+            env=dict(env) if env is not None else run_env(tree, store),
+            stdout=out,
+            stderr=subprocess.STDOUT,
         )
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - t0
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        raise BenchError(f"{' '.join(cmd[1:3])} exited with {proc.returncode}; log: {log}")
-    return Run(wall_s=wall, cpu_s=usage.ru_utime + usage.ru_stime, started_at=started_at)
+        measured = process_tree().measure_tree(proc.pid, exclude=stub_pids)
+    wall = measured.exit_s if measured.exit_s is not None else time.perf_counter() - t0
+    if measured.returncode != 0:
+        raise BenchError(f"{' '.join(cmd[1:3])} exited with {measured.returncode}; log: {log}")
+    return Run(
+        wall_s=wall,
+        cpu_s=measured.cpu_s,
+        started_at=started_at,
+        peak_pss_mb=measured.peak_pss_bytes / 1e6,
+        processes=measured.processes,
+        peak_processes=measured.peak_processes,
+        left_behind=measured.left_behind,
+        outlived_s=measured.outlived_s,
+    )
 
 
 def notarius_run(
@@ -284,10 +339,13 @@ def notarius_run(
     store: Store,
     tree: Path | None = None,
     tag: str = "run",
+    lanes: str | None = None,
 ) -> Run:
-    """`notarius run TRANSCRIPT... --config PROFILE --out OUT --data DATA`."""
+    """`notarius run TRANSCRIPT... --config PROFILE --out OUT --data DATA [--lanes L]`."""
     cmd = [*notarius_command(), "run", *map(str, transcripts)]
     cmd += ["--config", str(ctx.profile), "--out", str(store.out), "--data", str(store.data)]
+    if lanes:
+        cmd += ["--lanes", lanes]
     log = ctx.work / f"{tag}-{time.monotonic_ns()}.log"
     return run_process(cmd, tree=tree or ROOT, store=store, log=log)
 
@@ -401,18 +459,29 @@ def lane_windows(stats: Mapping[str, Any], t0: float) -> dict[str, list[float]]:
     return {lane: [round(first[lane] - t0, 2), round(last[lane] - t0, 2)] for lane in first}
 
 
-def first_run(ctx: Context, latency: float) -> tuple[dict[str, Any], Store]:
-    store = ctx.store(f"first-{latency:g}s")
+def call_span(stats: Mapping[str, Any], latency: float) -> float | None:
+    """First model request to the end of the last one (its start + the fixed latency)."""
+    first, last = stats.get("first_request_at"), stats.get("last_request_at")
+    if first is None or last is None:
+        return None
+    return round(last + latency - first, 2)
+
+
+def first_run(
+    ctx: Context, latency: float, lanes: str | None = None
+) -> tuple[dict[str, Any], Store]:
+    store = ctx.store(f"first-{latency:g}s" + (f"-{lanes}" if lanes else ""))
     before = load()
     with stub(ctx, latency) as server:
-        run = notarius_run(ctx, [SESSION], store, tag="first")
+        run = notarius_run(ctx, [SESSION], store, tag="first", lanes=lanes)
         stats = server.stats()
     ideal = ideals(stats["lanes"], ctx.deps, latency, CONCURRENCY)
     first_call = stats["first_request_at"]
     row = {
         "latency_s": latency,
         "wall_s": round(run.wall_s, 2),
-        "cpu_s": round(run.cpu_s, 2),
+        **run.tree(),
+        "call_span_s": call_span(stats, latency),
         "ideal_critical_path_s": ideal["critical_path"],
         "ratio_to_ideal": ratio(run.wall_s, ideal["critical_path"]),
         "ideal_shared_limit_s": ideal["shared_limit"],
@@ -433,6 +502,45 @@ def first_run(ctx: Context, latency: float) -> tuple[dict[str, Any], Store]:
     return row, store
 
 
+PEER = ROOT / "benchmarks" / "peer_langextract.py"
+
+
+def peer_langextract(ctx: Context, latency: float, chunks: int) -> dict[str, Any]:
+    """langextract doing the same six passes on the same session against the same server
+    (peer_langextract.py), measured the same way (its whole process tree)."""
+    chars = len(transcript_text(SESSION))
+    chunk_chars = max(500, chars // max(1, chunks))
+    store = ctx.store("peer-langextract")
+    before = load()
+    with stub(ctx, latency) as server:
+        cmd = [sys.executable, str(PEER), "--url", server.url, "--session", str(SESSION)]
+        cmd += ["--chunk-chars", str(chunk_chars), "--concurrency", str(CONCURRENCY)]
+        log = ctx.work / f"peer-{time.monotonic_ns()}.log"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("NOTARIUS_")}
+        run = run_process(cmd, tree=ROOT, store=store, log=log, env=env)
+        stats = server.stats()
+    detail = json.loads(log.read_text().strip().splitlines()[-1])
+    return {
+        "latency_s": latency,
+        "wall_s": round(run.wall_s, 2),
+        **run.tree(),
+        "call_span_s": call_span(stats, latency),
+        "calls": stats["requests"],
+        "chunk_chars": chunk_chars,
+        "import_s": detail["import_s"],
+        "level_wall_s": [level["wall_s"] for level in detail["levels"]],
+        "load_avg_start": before,
+        "load_avg_end": load(),
+    }
+
+
+def transcript_text(session: Path) -> str:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from peer_langextract import transcript_text as text
+
+    return text(session)
+
+
 def rerun(ctx: Context, store: Store, first: Mapping[str, Any]) -> dict[str, Any]:
     before = load()
     with stub(ctx, first["latency_s"]) as server:
@@ -443,7 +551,7 @@ def rerun(ctx: Context, store: Store, first: Mapping[str, Any]) -> dict[str, Any
         "first_wall_s": first["wall_s"],
         "wall_s": round(run.wall_s, 2),
         "ratio_to_first": ratio(run.wall_s, first["wall_s"]),
-        "cpu_s": round(run.cpu_s, 2),
+        **run.tree(),
         "calls": stats["requests"],
         "calls_by_lane": stats["lanes"],
         "load_avg_start": before,
@@ -535,16 +643,33 @@ def npc_change(ctx: Context) -> dict[str, Any]:
     }
 
 
-def rendered_units(path: Path, count: int) -> str:
-    lines = []
-    for raw in path.read_text().splitlines()[:count]:
-        unit = json.loads(raw)
-        lines.append(f"[{unit['unit_id']}] {unit.get('speaker', '')}: {unit['text']}")
-    return "\n".join(lines)
+def chunk_windows(path: Path, size: int, count: int) -> list[list[dict[str, Any]]]:
+    """`count` windows of `size` consecutive units of the transcript (wrapping around)."""
+    units = [json.loads(raw) for raw in path.read_text().splitlines() if raw.strip()]
+    windows = []
+    for i in range(count):
+        start = (i * size) % max(1, len(units) - size)
+        windows.append(units[start : start + size])
+    return windows
+
+
+def chunk_schema(units: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The npcs answer schema as a lane sends it for one chunk: every citation list admits
+    only the chunk's unit ids (an integer `enum`), so each chunk's schema differs."""
+    schema = json.loads(json.dumps(NPC_ANSWER_SCHEMA))
+    item = schema["$defs"]["NpcAnswerItem"]["properties"]["unit_ids"]
+    item["items"] = {"type": "integer", "enum": [int(u["unit_id"]) for u in units]}
+    return schema
+
+
+def rendered(units: Sequence[Mapping[str, Any]]) -> str:
+    return "\n".join(f"[{u['unit_id']}] {u.get('speaker', '')}: {u['text']}" for u in units)
 
 
 def client_cpu_worker(url: str, calls: int) -> dict[str, Any]:
-    """Runs in its own process: CPU per structured call of the product's client."""
+    """Runs in its own process: CPU per structured call of the product's client, sent as the
+    lanes send them (each chunk its own text and its own schema, with the chunk's unit-id
+    enum), and, for contrast, one schema for every call."""
     os.environ[KEY_ENV] = "bench-dummy-key"
     sys.path.insert(0, str(ROOT))
     t0 = time.process_time()
@@ -562,33 +687,44 @@ def client_cpu_worker(url: str, calls: int) -> dict[str, Any]:
         max_concurrency=CONCURRENCY,
     )
     client = LiteLLMClient(profile, api_key=api_key(KEY_ENV))
-    user = "Transcript excerpt:\n" + rendered_units(SESSION, 50)
     warmup = 5
-    requests = [
-        StructuredRequest(
+    windows = chunk_windows(SESSION, 50, warmup + calls)
+
+    def request(i: int, units: Sequence[Mapping[str, Any]], schema: dict[str, Any]) -> Any:
+        return StructuredRequest(
             system=CLIENT_SYSTEM,
-            user=user,
-            schema=NPC_ANSWER_SCHEMA,
+            user="Transcript excerpt:\n" + rendered(units),
+            schema=schema,
             schema_name="NpcAnswer",
             session_id="bench",
             lane="npcs",
             chunk_id=f"chunk-{i:04d}",
         )
-        for i in range(warmup + calls)
-    ]
-    for request in requests[:warmup]:
-        client.complete_structured(request)
-    cpu0, wall0 = time.process_time(), time.perf_counter()
+
+    per_chunk = [request(i, w, chunk_schema(w)) for i, w in enumerate(windows)]
+    one_schema = [request(i, windows[0], chunk_schema(windows[0])) for i in range(len(windows))]
+    first_call_cpu = time.process_time()
+    client.complete_structured(per_chunk[0])
+    first_call_cpu = time.process_time() - first_call_cpu
+    figures: dict[str, float] = {}
     invalid = 0
-    for request in requests[warmup:]:
-        invalid += not client.complete_structured(request).valid
-    cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+    for name, requests in (("per_chunk", per_chunk), ("one_schema", one_schema)):
+        for req in requests[1:warmup]:
+            client.complete_structured(req)
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        for req in requests[warmup:]:
+            invalid += not client.complete_structured(req).valid
+        cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+        figures[name] = 1000 * cpu / calls
+        figures[name + "_wall"] = 1000 * wall / calls
     return {
         "calls": calls,
         "invalid": invalid,
-        "cpu_ms_per_call": round(1000 * cpu / calls, 2),
-        "wall_ms_per_call": round(1000 * wall / calls, 2),
-        "litellm_floor_cpu_ms_per_call": litellm_floor(profile, requests[0], calls),
+        "cpu_ms_per_call": round(figures["per_chunk"], 2),
+        "wall_ms_per_call": round(figures["per_chunk_wall"], 2),
+        "cpu_ms_per_call_one_schema": round(figures["one_schema"], 2),
+        "first_call_cpu_s": round(first_call_cpu, 3),
+        "litellm_floor_cpu_ms_per_call": litellm_floor(profile, per_chunk[0], calls),
         "client_import_cpu_s": round(import_cpu, 2),
     }
 
@@ -669,7 +805,7 @@ def run_loop(ctx: Context, transcripts: Sequence[Path], store: Store) -> dict[st
     runs = [notarius_run(ctx, [t], store, tag="small") for t in transcripts]
     return {
         "processes": len(runs),
-        "cpu_s": round(sum(r.cpu_s for r in runs), 2),
+        "tree_cpu_s": round(sum(r.cpu_s for r in runs), 2),
         "per_session_wall_s": [round(r.wall_s, 2) for r in runs],
     }
 
@@ -677,7 +813,7 @@ def run_loop(ctx: Context, transcripts: Sequence[Path], store: Store) -> dict[st
 def run_many(ctx: Context, transcripts: Sequence[Path], store: Store) -> dict[str, Any]:
     """One `notarius run` process given every transcript (if the product accepts several)."""
     run = notarius_run(ctx, transcripts, store, tag="many")
-    return {"processes": 1, "cpu_s": round(run.cpu_s, 2)}
+    return {"processes": 1, **run.tree()}
 
 
 ManyPath = Callable[[Context, Sequence[Path], Store], dict[str, Any]]
@@ -740,22 +876,32 @@ def many_sessions(ctx: Context, count: int, path: str) -> dict[str, Any]:
 # --- results ---------------------------------------------------------------------------------
 
 WHAT = {
-    "first-run": "wall time of a first run against the critical-path ideal (goal: <= 1.25x)",
+    "first-run": "wall time of a first run against the critical-path ideal; CPU and peak summed "
+    "PSS of its whole process tree (goals: CPU <= 10 s, memory <= 600 MB)",
+    "npcs-only": "a first run of the npcs lane alone (its call span is the one-level yardstick)",
+    "span-ratio": "six-lane call span / npcs-only call span, side by side in one repeat "
+    "(goal: <= 2.3; two levels of lanes make 2.0 the ideal)",
+    "peer-langextract": "langextract 1.7.1, six passes on two levels, same server and session, "
+    "its whole process tree",
+    "side-by-side": "first run / langextract wall time, side by side in one repeat (goal <= 1.5)",
     "first-run-0": "wall time of a first run at latency 0 (overhead only)",
     "start-to-first-call": "process start to the first model call, seconds",
     "client-cpu": "client CPU per structured call, ms (goal: <= 5)",
-    "rerun": "unchanged re-run: wall time against the first run's (goal: <= 0.15) and calls "
-    "(goal: 0)",
+    "rerun": "unchanged re-run: wall time against the first run's (goal: <= 0.15), calls "
+    "(goal: 0) and processes left behind (goal: 0)",
     "npc-change": "consumer-lane calls after one NPC description changes (goal: 0)",
     "many-sessions": "small sessions through the many-session path against the sum of their "
     "critical-path ideals (goal: <= 2x)",
 }
 HEADLINE = {
-    "first-run": ["wall_s", "ratio_to_ideal"],
+    "first-run": ["wall_s", "ratio_to_ideal", "tree_cpu_s", "tree_peak_pss_mb"],
+    "span-ratio": ["ratio"],
+    "peer-langextract": ["wall_s", "tree_cpu_s", "tree_peak_pss_mb"],
+    "side-by-side": ["ratio"],
     "first-run-0": ["wall_s"],
     "start-to-first-call": ["seconds"],
     "client-cpu": ["cpu_ms_per_call"],
-    "rerun": ["ratio_to_first", "calls"],
+    "rerun": ["ratio_to_first", "calls", "left_behind"],
     "npc-change": ["consumer_calls"],
     "many-sessions": ["ratio_to_ideal", "wall_s"],
 }
@@ -815,6 +961,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--many-path", default="auto", choices=["auto", *MANY_SESSION_PATHS])
     parser.add_argument("--output", type=Path, default=RESULTS / "pipeline.json")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
+    parser.add_argument(
+        "--peer",
+        choices=["langextract"],
+        help="run the peer side by side after each first run (the `bench` extra)",
+    )
     parser.add_argument("--client-cpu-worker", metavar="URL", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.client_cpu_worker:
@@ -832,6 +983,7 @@ def main(argv: list[str] | None = None) -> int:
         figures.append("first-run")
     path = many_session_path(args.many_path) if "many-sessions" in figures else None
 
+    process_tree().become_subreaper()  # orphans of a run are re-parented here and reaped
     work = Path(tempfile.mkdtemp(prefix="notarius-bench-"))
     port = free_port()
     profile, profile_data = write_profile(work, port)
@@ -852,6 +1004,19 @@ def main(argv: list[str] | None = None) -> int:
             row, store = first_run(ctx, args.latency)
             record("first-run", row)
             record("start-to-first-call", first_call_row(row))
+            if args.peer == "langextract":
+                peer = peer_langextract(ctx, args.latency, row["chunks"])
+                record("peer-langextract", peer)
+                side = {"first_run_s": row["wall_s"], "peer_s": peer["wall_s"]}
+                record("side-by-side", {**side, "ratio": ratio(row["wall_s"], peer["wall_s"])})
+            if "npcs-only" in figures:
+                npcs, _ = first_run(ctx, args.latency, lanes="npcs")
+                record("npcs-only", npcs)
+                spans = {"six_lane_span_s": row["call_span_s"], "npcs_span_s": npcs["call_span_s"]}
+                record(
+                    "span-ratio",
+                    {**spans, "ratio": ratio(row["call_span_s"] or 0, npcs["call_span_s"] or 0)},
+                )
             if "rerun" in figures:
                 record("rerun", rerun(ctx, store, row))
         if "first-run-0" in figures:

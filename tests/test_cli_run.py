@@ -8,7 +8,10 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "samples" / "crd3-c2e001-slice.jsonl"
@@ -213,3 +216,67 @@ def test_two_transcripts_of_one_command_naming_one_session_are_refused_first(
     assert "both name session 'crd3-c2e001-slice'" in done.stderr
     assert str(tmp_path) not in done.stderr  # file names, not paths
     assert not (tmp_path / "data" / "transcripts").exists()  # nothing registered
+
+
+def _processes_marked(mark: str) -> set[int]:
+    """Live processes whose environment carries `mark` (every descendant of a command inherits
+    its environment, the forkserver and the step processes included; a zombie shows none)."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if mark.encode() in environ:
+            found.add(int(entry.name))
+    return found
+
+
+def _run_marked(tmp_path: Path, mark: str) -> tuple[subprocess.Popen[bytes], set[int], str]:
+    """`notarius run` of the sample (one session: the multiprocess executor), with every
+    process of the command marked; returns it, the other marked processes seen while it ran,
+    and its output."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NOTARIUS_", "DAGSTER_"))}
+    env.update(
+        {
+            "DAGSTER_HOME": str(tmp_path / "home"),
+            "PYTHONPATH": str(REPO),
+            "NOTARIUS_TEST_DOUBLE_RESPONDER": "tests.doubles:lane_responder",
+            "NOTARIUS_TEST_PROCESS_MARK": mark,
+        }
+    )
+    (tmp_path / "home").mkdir(exist_ok=True)
+    log = tmp_path / f"{mark}.log"
+    with log.open("wb") as out:
+        run = subprocess.Popen(
+            [str(NOTARIUS), *run_args(tmp_path, SAMPLE, "--session-id", "demo")],
+            cwd=tmp_path,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+        others: set[int] = set()
+        while run.poll() is None:
+            others |= _processes_marked(f"NOTARIUS_TEST_PROCESS_MARK={mark}") - {run.pid}
+            time.sleep(0.05)
+        run.wait(timeout=300)
+    return run, others, log.read_text(errors="replace")
+
+
+@pytest.mark.slow  # two multiprocess runs: minutes on a loaded machine
+def test_no_process_outlives_a_run_and_an_unchanged_rerun_starts_none(tmp_path: Path) -> None:
+    """The forkserver and the step processes end with the command (they used to linger for
+    seconds after it), and an unchanged re-run, which launches no run, starts no forkserver at
+    all (it used to start one, which imported Dagster and litellm for nothing)."""
+    first, others, output = _run_marked(tmp_path, "first")
+    assert first.returncode == 0, output
+    assert others, "a one-session run executes its steps in other processes"
+    assert _processes_marked("NOTARIUS_TEST_PROCESS_MARK=first") == set()
+
+    again, others, output = _run_marked(tmp_path, "again")
+    assert again.returncode == 0, output
+    assert "up to date" in output
+    assert others == set()
+    assert _processes_marked("NOTARIUS_TEST_PROCESS_MARK=again") == set()

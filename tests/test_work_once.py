@@ -27,7 +27,7 @@ SCHEMA: dict[str, Any] = {
 
 def test_the_client_compiles_a_schema_once_and_refuses_a_bad_one_every_time() -> None:
     first = compiled_validator(SCHEMA)
-    assert compiled_validator(dict(SCHEMA)) is first
+    assert compiled_validator(dict(SCHEMA)).shape is first.shape
     assert first.is_valid({"n": 1}) and not first.is_valid({"n": "x"})
     for _ in range(2):
         with pytest.raises(jsonschema.SchemaError):
@@ -73,3 +73,53 @@ def test_the_source_document_is_loaded_once_per_file_version(
     os.utime(stored, ns=(1, 1))  # rewritten by another process: read again
     manager.load_input(build_input_context(asset_key=key, partition_key="s1"))
     assert reads == ["source_document.json", "source_document.json"]
+
+
+def _chunk_schema(unit_ids: list[int]) -> dict[str, Any]:
+    """A lane's answer schema as a chunk sends it: citations limited to the chunk's unit ids
+    (dnd/llm_extract.py: constrain_citations), under `$defs` as pydantic writes it."""
+    from notarius_dagster.dnd.llm_extract import constrain_citations
+
+    base = {
+        "$defs": {
+            "Item": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string"},
+                    "unit_ids": {"type": "array", "items": {"type": "integer"}, "minItems": 1},
+                },
+                "required": ["name", "unit_ids"],
+            }
+        },
+        "type": "object",
+        "properties": {"npcs": {"type": "array", "items": {"$ref": "#/$defs/Item"}}},
+        "required": ["npcs"],
+    }
+    return constrain_citations(base, unit_ids)
+
+
+def test_chunks_share_one_compiled_validator_and_each_refuses_another_chunks_unit_ids() -> None:
+    """The compiled part is shared by every chunk of a lane (the cache hits although each
+    chunk's schema carries its own unit-id enum), and the enum is still checked: an answer
+    citing a unit outside its chunk is refused with the path of the citation."""
+    first, second = (
+        compiled_validator(_chunk_schema([1, 2])),
+        compiled_validator(_chunk_schema([7, 8])),
+    )
+    assert first.shape is second.shape
+    answer = {"npcs": [{"name": "Yussa", "unit_ids": [1, 7]}]}
+    assert first.problems(answer) == ["$.npcs[0].unit_ids[1]: enum"]
+    assert second.problems(answer) == ["$.npcs[0].unit_ids[0]: enum"]
+    assert first.is_valid({"npcs": [{"name": "Yussa", "unit_ids": [2]}]})
+    assert not first.is_valid({"npcs": [{"name": "Yussa", "unit_ids": ["1"]}]})  # the shape
+
+
+def test_an_enum_the_separate_check_cannot_reach_is_checked_with_the_whole_schema() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"at": {"anyOf": [{"type": "integer", "enum": [3]}, {"type": "null"}]}},
+    }
+    validator = compiled_validator(schema)
+    assert not validator.separate_enums
+    assert validator.is_valid({"at": 3}) and validator.is_valid({"at": None})
+    assert not validator.is_valid({"at": 4})

@@ -36,7 +36,17 @@ SESSIONS_AT_ONCE = 4
 def cmd_run(args: argparse.Namespace) -> int:
     """One or more transcripts, start-up paid once: one session runs here, its independent
     lanes as step processes; several run `--jobs` at a time in worker processes, each session
-    in process (docs/operations.md, "Concurrency")."""
+    in process (docs/operations.md, "Concurrency"). No process of the command outlives it:
+    the forkserver, if one was started, is stopped before it returns."""
+    from notarius_dagster.run.step_processes import stop_forkserver
+
+    try:
+        return _cmd_run(args)
+    finally:
+        stop_forkserver()
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
     paths = [Path(p) for p in args.path]
     problem = _choose_profile(args)
     if problem is not None:  # before any session is named as "materializing"
@@ -65,10 +75,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         return _run_in_workers(args, paths, jobs)
     # One session at a time, here: its steps as forks of a preloaded forkserver, so
     # independent lanes overlap; NOTARIUS_EXECUTOR=in_process runs them one after another.
+    # The forkserver starts only once the up-to-date check has found work (run/runner.py).
     default = "multiprocess" if len(paths) == 1 else "in_process"
     parallel = (load_settings().executor or default) != "in_process"
-    if parallel:
-        _start_step_processes(args)
     return max(_run_one(args, path, parallel=parallel) for path in paths)
 
 
@@ -186,17 +195,6 @@ def _duplicate_session(paths: list[Path]) -> str | None:
             )
         seen[session_id] = path.name
     return None
-
-
-def _start_step_processes(args: argparse.Namespace) -> None:
-    """Start the forkserver the run's step processes fork from before this process imports
-    Dagster, so the two start-ups overlap (notarius_dagster/run/step_processes.py); the run finds
-    it running."""
-    from notarius_dagster.run.step_processes import start_forkserver, step_job_arguments
-
-    store = store_paths(data=args.data, bundles=args.out)
-    lanes = args.lanes.split(",") if args.lanes else None
-    start_forkserver(step_job_arguments(Path(args.config), store, args.llm_profile, lanes))
 
 
 def _run_one(

@@ -46,8 +46,10 @@ from notarius_dagster.llm.preflight import check_ready
 from notarius_dagster.llm.profiles import LLMProfile
 from notarius_dagster.llm.structured import (
     LOWER_RUNG,
+    AnswerValidator,
     check_answer,
     choose_rung,
+    enums_reachable,
     lane_tail,
     prompt_schema,
     reask_message,
@@ -200,7 +202,7 @@ class LiteLLMClient:
         self,
         answer: _Answer,
         rung: FirstRung,
-        validator: Draft202012Validator,
+        validator: AnswerValidator,
         schema: dict[str, Any],
     ) -> tuple[dict[str, Any] | None, tuple[str, ...]]:
         content = answer.content
@@ -375,35 +377,36 @@ def _supports_reasoning(model: str) -> bool:
         return False
 
 
-# Compiled validators by canonical schema text. A lane sends the same few schemas thousands of
-# times; `check_schema` plus building the validator cost more CPU than the rest of a call.
-# Each chunk's schema differs only in its citation `enum` (the chunk's unit ids), which cannot
-# make a schema invalid: `check_schema` runs once per schema *shape* (integer enums left out),
-# and only the cheap construction of the validator is paid per chunk.
-_VALIDATORS: dict[str, Draft202012Validator] = {}
-_CHECKED_SHAPES: set[str] = set()
+# Compiled validators by lane schema. A lane sends one schema thousands of times, except that
+# each chunk's copy carries its own citation `enum` (the chunk's unit ids): keyed by the whole
+# schema, the cache never hit and every call paid `check_schema` or at least a new validator
+# and its reference resolution. So the key is the schema's *shape* (integer enums left out),
+# the compiled validator is the shape's, and the chunk's enums are checked separately
+# (structured.py: AnswerValidator). A schema whose integer enums that check cannot reach is
+# compiled whole per chunk, as before.
+_VALIDATORS: dict[str, Draft202012Validator | None] = {}
+"""By shape: the compiled shape, or None where the schema is compiled whole per chunk."""
 _VALIDATORS_LOCK = threading.Lock()
 _MAX_VALIDATORS = 256
 
 
-def compiled_validator(schema: dict[str, Any]) -> Draft202012Validator:
-    """The schema checked once per shape and compiled once per process (thread-safe). Raises
-    `jsonschema.SchemaError` for a schema that is not valid JSON Schema, every time."""
-    key = json.dumps(schema, sort_keys=True, separators=(",", ":"))
-    validator = _VALIDATORS.get(key)
-    if validator is not None:
-        return validator
+def compiled_validator(schema: dict[str, Any]) -> AnswerValidator:
+    """The validator of an answer to `schema`, its compiled part shared by every schema of the
+    same shape (thread-safe). Raises `jsonschema.SchemaError` for a schema that is not valid
+    JSON Schema, every time."""
     shape = prompt_schema(schema)
-    if shape not in _CHECKED_SHAPES:
+    if shape in _VALIDATORS:
+        compiled = _VALIDATORS[shape]
+    else:
         Draft202012Validator.check_schema(schema)
+        compiled = Draft202012Validator(json.loads(shape)) if enums_reachable(schema) else None
         with _VALIDATORS_LOCK:
-            _CHECKED_SHAPES.add(shape)
-    validator = Draft202012Validator(schema)
-    with _VALIDATORS_LOCK:
-        if len(_VALIDATORS) >= _MAX_VALIDATORS:
-            _VALIDATORS.clear()
-        _VALIDATORS[key] = validator
-    return validator
+            if len(_VALIDATORS) >= _MAX_VALIDATORS:
+                _VALIDATORS.clear()
+            _VALIDATORS[shape] = compiled
+    if compiled is None:
+        return AnswerValidator(Draft202012Validator(schema), schema, separate_enums=False)
+    return AnswerValidator(compiled, schema, separate_enums=True)
 
 
 def _answer_of(response: Any) -> _Answer:

@@ -79,8 +79,109 @@ def reask_message(errors: Iterable[str]) -> str:
     )
 
 
+class AnswerValidator:
+    """A lane schema's validator in two parts, so the compiled part is shared by every chunk:
+    `shape` is the schema with its integer `enum`s left out (the unit ids a chunk may cite: the
+    only part that differs from chunk to chunk), compiled once per lane schema (client.py:
+    `compiled_validator`); `schema` is this chunk's own schema, whose integer enums are checked
+    separately by walking the answer along `properties`, `items` and `$ref`. Where a schema puts
+    an integer enum anywhere else (under `anyOf`, say), `shape` is the whole schema compiled
+    for that chunk and no separate check is made. Problems read as jsonschema's do
+    (`$.npcs[0].unit_ids[1]: enum`)."""
+
+    def __init__(
+        self, shape: Draft202012Validator, schema: dict[str, Any], *, separate_enums: bool
+    ) -> None:
+        self.shape = shape
+        self.schema = schema
+        self.separate_enums = separate_enums
+
+    def problems(self, value: Any) -> list[str]:
+        found = [_describe(error) for error in self.shape.iter_errors(value)]
+        if self.separate_enums:
+            found.extend(_enum_problems(self.schema, self.schema, value, []))
+        return found
+
+    def is_valid(self, value: Any) -> bool:
+        return not self.problems(value)
+
+
+def _is_int_enum(node: Any) -> bool:
+    return isinstance(node, dict) and node.get("type") == "integer" and "enum" in node
+
+
+def _enum_problems(node: Any, root: dict[str, Any], value: Any, path: list[str | int]) -> list[str]:
+    """`<path>: enum` for every integer in `value` outside the integer enum the schema node
+    that governs it allows, following `$ref`, `properties` and `items` only."""
+    node = _resolve_ref(node, root)
+    if not isinstance(node, dict):
+        return []
+    if _is_int_enum(node):
+        is_int = isinstance(value, int) and not isinstance(value, bool)
+        return [f"{json_path(path)}: enum"] if is_int and value not in node["enum"] else []
+    found: list[str] = []
+    if isinstance(value, dict):
+        for name, sub in (node.get("properties") or {}).items():
+            if name in value:
+                found.extend(_enum_problems(sub, root, value[name], [*path, name]))
+    elif isinstance(value, list) and isinstance(node.get("items"), dict):
+        for index, item in enumerate(value):
+            found.extend(_enum_problems(node["items"], root, item, [*path, index]))
+    return found
+
+
+def _resolve_ref(node: Any, root: dict[str, Any]) -> Any:
+    for _ in range(32):
+        if not (isinstance(node, dict) and isinstance(node.get("$ref"), str)):
+            return node
+        target: Any = root
+        for part in node["$ref"].removeprefix("#").strip("/").split("/"):
+            target = target.get(part) if isinstance(target, dict) else None
+        node = target
+    return node
+
+
+def enums_reachable(schema: dict[str, Any]) -> bool:
+    """Whether every integer enum of `schema` sits where `AnswerValidator`'s separate check
+    finds it (reached from the root through `$ref`, `properties` and `items` only)."""
+    reachable: set[int] = set()
+    seen: set[int] = set()
+
+    def walk(node: Any) -> None:
+        node = _resolve_ref(node, schema)
+        if not isinstance(node, dict) or id(node) in seen:
+            return
+        seen.add(id(node))
+        if _is_int_enum(node):
+            reachable.add(id(node))
+            return
+        for sub in (node.get("properties") or {}).values():
+            walk(sub)
+        if isinstance(node.get("items"), dict):
+            walk(node["items"])
+
+    walk(schema)
+    everywhere: set[int] = set()
+
+    def collect(node: Any) -> None:
+        if isinstance(node, list):
+            for item in node:
+                collect(item)
+        elif isinstance(node, dict):
+            if _is_int_enum(node):
+                everywhere.add(id(node))
+            for item in node.values():
+                collect(item)
+
+    collect(schema)
+    return everywhere <= reachable
+
+
 def check_answer(
-    content: str | None, validator: Draft202012Validator, *, truncated: bool = False
+    content: str | None,
+    validator: Draft202012Validator | AnswerValidator,
+    *,
+    truncated: bool = False,
 ) -> tuple[dict[str, Any] | None, tuple[str, ...]]:
     """Parse and validate one answer. Returns the object and no errors, or None and the
     problems as content-safe strings (JSON path and failed keyword, no values)."""
@@ -99,8 +200,13 @@ def check_answer(
     return value, ()
 
 
-def _schema_problems(validator: Draft202012Validator, value: Any) -> tuple[str, ...]:
-    found = sorted({_describe(error) for error in validator.iter_errors(value)})
+def _schema_problems(
+    validator: Draft202012Validator | AnswerValidator, value: Any
+) -> tuple[str, ...]:
+    if isinstance(validator, AnswerValidator):
+        found = sorted(set(validator.problems(value)))
+    else:
+        found = sorted({_describe(error) for error in validator.iter_errors(value)})
     if len(found) > MAX_LISTED_ERRORS:
         extra = len(found) - MAX_LISTED_ERRORS
         found = [*found[:MAX_LISTED_ERRORS], f"... and {extra} more"]

@@ -213,8 +213,6 @@ def run_session(
         profile=profile, data_root=data_root, bundles_root=bundles_root, llm_profile=llm_profile
     )
     job_arguments = step_job_arguments(settings.profile, settings.store, llm_profile, lanes)
-    if parallel and (instance is None or not instance.is_ephemeral):
-        start_forkserver(job_arguments)  # kept if `notarius run` started it already
     plan = run_pipeline(settings, lanes=lanes, registry=registry)
     # A model that cannot be called (no key, no provider package) stops the run here: no
     # partition, no run (notarius_dagster/llm/preflight.py).
@@ -256,6 +254,11 @@ def run_session(
             selection = list(staleness.stale)
     if parallel and not instance.is_ephemeral:
         from notarius_dagster.llm.offline import shared_server_address
+
+        # Only now, with work found: an unchanged re-run starts no forkserver. It imports and
+        # warms (step_processes.py) while this process prepares the run; one started earlier
+        # by this process (an earlier session of the same command) is kept.
+        start_forkserver(job_arguments)
 
         # The offline model loads once, here, for every step process of this run (and of
         # later runs of this process), not once per lane step.

@@ -16,12 +16,14 @@ preloaded forkserver from the executor, without a job announced; the in-process 
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import multiprocessing
 import os
+import signal
 from collections.abc import Mapping, Sequence
-from multiprocessing import forkserver
+from multiprocessing import forkserver, resource_tracker
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +43,10 @@ _STORAGE_MODULES = [
 PRELOAD_MODULES = [
     "notarius_dagster.run.definitions",
     "notarius_dagster.run.runner",
-    # The LLM client (litellm alone costs seconds of CPU), so no lane step imports it.
+    # The LLM client (litellm alone costs seconds of CPU), so no lane step imports it, and
+    # litellm's first-call work (0.35-0.5 s of CPU per step otherwise), so no step pays it.
     "notarius_dagster.llm.client",
+    "notarius_dagster.run.forkserver_warm",
     *_STORAGE_MODULES,
     "notarius_dagster.run.forkserver_job",  # last: builds the job NOTARIUS_STEP_JOB names
 ]
@@ -79,3 +83,21 @@ def start_forkserver(job_arguments: Mapping[str, Any] | None = None) -> None:
         forkserver.ensure_running()  # the forkserver takes this environment when it starts
     finally:
         os.environ.pop(STEP_JOB_ENV, None)  # and no other process of ours inherits it
+
+
+def stop_forkserver() -> None:
+    """Stop this process's forkserver, if it started one, and wait for it: what `notarius run`
+    does before it exits, so no process of the command outlives it. Left alone, the forkserver
+    exits only when it next reads its parent's pipe, seconds later (and not before it has
+    finished its own imports). Every step process has ended by then (the run is over), so it
+    is ended at once, and so is the multiprocessing resource tracker it shared."""
+    server = forkserver._forkserver  # type: ignore[attr-defined]  # the module's one instance
+    pid = getattr(server, "_forkserver_pid", None)
+    if pid is None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    server._stop()  # type: ignore[attr-defined]  # closes its pipe, reaps it, forgets its address
+    # The resource tracker the forkserver shared with this process: it ends when the last
+    # holder of its pipe closes it, so with the forkserver gone it ends now; reaped here.
+    resource_tracker._resource_tracker._stop()  # type: ignore[attr-defined]
