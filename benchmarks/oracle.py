@@ -105,20 +105,22 @@ def coerce(value: Any, prop: Mapping[str, Any], root: Mapping[str, Any]) -> Any:
     spellings gives its first fitting value; strings are cut to the field's maxLength."""
     values = value if isinstance(value, list) else [value]
     for option in _options(prop, root):
-        kind = option.get("type")
+        # OpenAI's strict form says "may be null" as a list of types (["array", "null"])
+        declared = option.get("type")
+        kinds = set(declared) if isinstance(declared, list) else {declared}
         if "enum" in option:
             for v in values:
                 if v in option["enum"]:
                     return v
-        elif kind == "string":
+        elif "string" in kinds:
             for v in values:
                 if isinstance(v, str) and v.strip():
                     return v[: int(option.get("maxLength", len(v)))]
-        elif kind == "integer":
+        elif "integer" in kinds:
             for v in values:
                 if isinstance(v, int) and not isinstance(v, bool):
                     return v
-        elif kind == "array":
+        elif "array" in kinds:
             strings = [v for v in values if isinstance(v, str) and v.strip()]
             if strings:
                 return strings[: int(option.get("maxItems", len(strings)))]

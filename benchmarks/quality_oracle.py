@@ -243,15 +243,29 @@ def losses(
                     pieces.setdefault(index, []).append((chunk, position))
         piece_fates: Counter[str] = Counter()
         outcomes: Counter[str] = Counter()
+        details: list[dict[str, Any]] = []
         for index, record in enumerate(records):
-            fates = [
-                piece_fate(published, lane, chunk, pos) for chunk, pos in pieces.get(index, [])
-            ]
+            asked = pieces.get(index, [])
+            fates = [piece_fate(published, lane, chunk, pos) for chunk, pos in asked]
             piece_fates.update(fates)
-            outcomes[_outcome(record, fates, published, lane, fields)] += 1
+            result = _outcome(record, fates, published, lane, fields)
+            outcomes[result] += 1
+            if result != "kept":
+                details.append(
+                    {
+                        "gold": _names(record, fields)[:1],
+                        "unit_ids": [min(record.unit_ids), max(record.unit_ids)],
+                        "outcome": result,
+                        "pieces": [
+                            {"chunk": [chunk[0], chunk[-1]], "fate": f}
+                            for (chunk, _), f in zip(asked, fates, strict=True)
+                        ],
+                    }
+                )
         out[lane] = {
             "pieces": dict(sorted(piece_fates.items())),
             "gold_records": dict(sorted(outcomes.items())),
+            "not_kept": details,
         }
     return out
 

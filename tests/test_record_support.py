@@ -265,25 +265,40 @@ def spell_payload(spell: str, start: int, end: int) -> dict[str, Any]:
     }
 
 
-def test_a_broad_citation_is_cut_to_the_units_that_mention_the_record_plus_the_window() -> None:
-    # the case: a "spell" named Caleb cites 50 units (2004-2053), 4 of them say Caleb
-    doc = long_document(mentions_at=[10, 11, 30, 52])
+def test_a_citation_is_cut_to_the_units_that_mention_the_record_plus_the_window() -> None:
+    # mentions close together: the window's context stays the smaller part of the citation
+    doc = long_document(mentions_at=[10, 11, 12, 13, 14, 49, 50, 51, 52, 53])
     kind = get_kind("dnd/spell-list")
     tightened = tighten_citations(kind, spell_payload("Caleb", 2004, 2053), doc)
     refs = tightened.payload["spells"][0]["source_refs"]
     assert CITATION_WINDOW == 2
     assert [(r["start_unit_id"], r["end_unit_id"]) for r in refs] == [
-        (2008, 2013),  # 2010 and 2011, two units either side
-        (2028, 2032),  # 2030
-        (2050, 2053),  # 2052: the window stops where the citation did (2054 was not cited)
+        (2008, 2016),  # 2010-2014, two units either side
+        (2047, 2053),  # 2049-2053: the window stops where the citation did (2054 not cited)
     ]
-    assert (tightened.records, tightened.units) == (1, 50 - 15)
+    assert (tightened.records, tightened.units) == (1, 50 - 16)
+
+
+def test_an_over_broad_citation_is_cut_to_the_mentioning_units_alone() -> None:
+    # the case: a "spell" named Caleb cites 50 units (2004-2053), 4 of them say Caleb.
+    # Their windows would keep 15 units, 11 of them context: still mostly not evidence, so
+    # only the 4 units that mention Caleb are kept (at least half of a citation is evidence).
+    doc = long_document(mentions_at=[10, 11, 30, 52])
+    kind = get_kind("dnd/spell-list")
+    tightened = tighten_citations(kind, spell_payload("Caleb", 2004, 2053), doc)
+    refs = tightened.payload["spells"][0]["source_refs"]
+    assert [(r["start_unit_id"], r["end_unit_id"]) for r in refs] == [
+        (2010, 2011),
+        (2030, 2030),
+        (2052, 2052),
+    ]
+    assert (tightened.records, tightened.units) == (1, 50 - 4)
 
 
 def test_a_tight_citation_and_a_record_nothing_supports_are_left_as_they_are() -> None:
-    doc = long_document(mentions_at=[10])
+    doc = long_document(mentions_at=[10, 11])
     kind = get_kind("dnd/spell-list")
-    tight = spell_payload("Caleb", 2008, 2012)
+    tight = spell_payload("Caleb", 2009, 2012)  # two mentions, two units of context
     assert tighten_citations(kind, tight, doc).payload is tight
     unsupported = spell_payload("Fireball", 2004, 2053)  # the support validator drops it
     assert tighten_citations(kind, unsupported, doc).payload is unsupported
@@ -304,11 +319,12 @@ def test_the_runner_cuts_broad_citations_and_says_so_in_a_count_only_warning() -
     result = run_one_lane(lane, doc, chunks, client=RecordingClient(answer_whole_chunk))
     assert result.payload is not None
     [gustav] = result.payload["npcs"]
-    assert [(r["start_unit_id"], r["end_unit_id"]) for r in gustav["source_refs"]] == [(2001, 2005)]
+    # one mention in a whole-chunk citation: over-broad, so the mention alone is kept
+    assert [(r["start_unit_id"], r["end_unit_id"]) for r in gustav["source_refs"]] == [(2003, 2003)]
     [trimmed] = [w for w in result.warnings if w.code == TRIMMED_CODE]
     assert (trimmed.stage, trimmed.lane, trimmed.chunk_id) == ("extract", "npcs", "chunk-0000")
     assert trimmed.message.startswith("1 record(s) cited units more than 2 units") and (
-        "15 such unit(s) removed" in trimmed.message
+        "19 such unit(s) removed" in trimmed.message
     )
     assert "Gustav" not in trimmed.message
     # chunk 1 never says Gustav: its record is dropped by `support`, not cut

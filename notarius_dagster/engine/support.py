@@ -20,8 +20,10 @@ of their character: an NPC interaction "with Jester" is not supported by LAURA s
 
 Citations as tight as the evidence (`tighten_citations`): a supported record keeps only the
 cited units within `CITATION_WINDOW` units (by document position) of a cited unit that
-supports it; the rest of what it cited is removed, and the lane runner records a count-only
-warning `citations_trimmed`. Units are only ever removed, never added."""
+supports it, and when even those are mostly context (more of them mention nothing than
+mention the record: an over-broad citation) only the supporting units themselves; the rest of
+what it cited is removed, and the lane runner records a count-only warning
+`citations_trimmed`. Units are only ever removed, never added."""
 
 from __future__ import annotations
 
@@ -208,8 +210,8 @@ def tighten_citations(
         support = supporting_positions(kind, record, document, references)
         if not isinstance(refs, list) or support is None or not support[1]:
             continue
-        cited, found = support
-        kept = [p for p in cited if any(abs(p - s) <= window for s in found)]
+        kept = tight_positions(*support, window=window)
+        cited = support[0]
         if len(kept) == len(cited):
             continue
         source_id = refs[0].get("source_id", document.source_id)
@@ -219,6 +221,18 @@ def tighten_citations(
     if not trimmed:
         return Tightened(payload)
     return Tightened({**payload, kind.items_field: records}, trimmed, removed)
+
+
+def tight_positions(cited: Sequence[int], found: Sequence[int], *, window: int) -> list[int]:
+    """What a supported citation keeps: the cited positions within `window` of a supporting
+    one, unless most of those would still be context (more kept units that mention nothing
+    than units that mention the record): then the citation was over-broad, and only the
+    supporting positions themselves are kept. A kept citation is thus always at least half
+    evidence, the share the scorer asks of a grounded record (docs/evaluation.md)."""
+    kept = [p for p in cited if any(abs(p - s) <= window for s in found)]
+    if len(kept) - len(found) > len(found):
+        return list(found)
+    return kept
 
 
 def _ranges(positions: Sequence[int], document: SourceDocument, source_id: str) -> list[Any]:

@@ -223,7 +223,8 @@ def tighten_supported(
         chunk_id=ctx.chunk.chunk_id if ctx.chunk is not None else None,
         message=(
             f"{tightened.records} record(s) cited units more than {CITATION_WINDOW} units "
-            f"from any that mentions them; {tightened.units} such unit(s) removed from "
+            "from any that mentions them (or, for a citation mostly of such context, any "
+            f"that does not mention them); {tightened.units} such unit(s) removed from "
             "their citations"
         ),
     )
