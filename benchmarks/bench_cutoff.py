@@ -88,8 +88,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 }
                 per_chunk.append(row)
                 print(lane, row, flush=True)
-            counts = {k: sum(r["outcome"] == k for r in per_chunk) for k in
-                      ("accepted", "cut off", "refused (other)")}
+            counts = {
+                k: sum(r["outcome"] == k for r in per_chunk)
+                for k in ("accepted", "cut off", "refused (other)")
+            }
             lanes[lane] = {"counts": counts, "chunks": per_chunk}
     total = sum(len(v["chunks"]) for v in lanes.values())
     cut = sum(v["counts"]["cut off"] for v in lanes.values())

@@ -19,6 +19,7 @@ from notarius_dagster.engine.inputs import document_digest
 from notarius_dagster.engine.lanes import registered_lanes
 from notarius_dagster.engine.manifest import lane_summary
 from notarius_dagster.engine.models import SourceDocument, SourceUnit
+from notarius_dagster.engine.references import prepare_generated
 from notarius_dagster.engine.support import (
     CITATION_WINDOW,
     mentions,
@@ -329,3 +330,52 @@ def test_the_runner_cuts_broad_citations_and_says_so_in_a_count_only_warning() -
     assert "Gustav" not in trimmed.message
     # chunk 1 never says Gustav: its record is dropped by `support`, not cut
     assert [r.chunk_id for r in result.rejections if r.validator == "support"] == ["chunk-0001"]
+
+
+def interaction(npc: str, units: list[int]) -> dict[str, Any]:
+    return {
+        "id": None,
+        "npc": npc,
+        "npc_id": None,
+        "participants": [],
+        "summary": "",
+        "source_refs": ref(*units),
+    }
+
+
+def bound_npcs(*npcs: dict[str, Any]) -> dict[str, Any]:
+    """The `npcs` slot bound to an artifact of `npcs` (as the lane runner prepares it)."""
+    binding = next(
+        b
+        for b in complete_pipeline().lane("npc-interactions").extract.references
+        if b.slot == "npcs"
+    )
+    return {"npcs": prepare_generated(binding, npc_payload(*npcs))}
+
+
+def test_a_known_npc_is_mentioned_by_any_name_the_npcs_lane_knows_it_by() -> None:
+    # An interaction "with Gustav Fletching" on a line that says only "the circus master":
+    # the npcs lane published Gustav with that alias, so the line shows him. A name the npcs
+    # artifact does not know (invented, misspelt) gains nothing, nor does an ambiguous one.
+    doc = SourceDocument(
+        source_id="s1",
+        media_type="application/x-ndjson",
+        units=(units := (SourceUnit(unit_id=0, text="The circus master bows.", metadata={}),)),
+        digest=document_digest(units),
+    )
+    kind = get_kind("dnd/npc-interaction-list")
+    payload = {
+        "kind": "dnd/npc-interaction-list",
+        "schema_version": "v1",
+        "source_id": "s1",
+        "npc_interactions": [
+            interaction("Gustav Fletching", [0]),
+            interaction("Gustov Fletchling", [0]),
+            interaction("Aldric Vane", [0]),
+        ],
+    }
+    gustav = dict(npc("Gustav Fletching", [0], ["the circus master"]), id="npc-gustav-fletching")
+    assert sorted(unsupported_records(kind, payload, doc, {})) == [0, 1, 2]
+    assert sorted(unsupported_records(kind, payload, doc, bound_npcs(gustav))) == [1, 2]
+    twin = dict(npc("Other", [0], ["Gustav Fletching"]), id="npc-other")
+    assert sorted(unsupported_records(kind, payload, doc, bound_npcs(gustav, twin))) == [0, 1, 2]

@@ -21,6 +21,7 @@ from notarius_dagster.engine.contracts import MergeRequest, ModuleOutput, Normal
 from notarius_dagster.engine.digest import digest_of
 from notarius_dagster.engine.lanes import LaneModules, NoOptionsModule
 from notarius_dagster.engine.models import SourceDocument, SourceRef
+from notarius_dagster.engine.support import CITATION_WINDOW
 
 
 def event_modules(
@@ -31,16 +32,17 @@ def event_modules(
     gate: Callable[[LLMListExtractor], Any] | None = None,
     name_lists: Sequence[str] = (),
     npc_side: str | None = None,
+    merge: type[EventMerger] | None = None,
 ) -> LaneModules:
     """An event lane's modules: LLM extraction whose `grounded` (name field, id field) pairs
     are filled by NPC grounding (`convert` and `context` as in `llm_extractor`, `gate` in
     front of the model; `name_lists` and `npc_side` as in `grounded_payload`), the event
-    merge and normalize, and the rules `<prefix>.npc_grounding` (extract) and `<prefix>.ids`
+    merge (`merge`: a lane's subclass of `EventMerger`) and normalize, and the rules `<prefix>.npc_grounding` (extract) and `<prefix>.ids`
     (normalize)."""
     to_payload = grounded_payload(grounded, convert, name_lists=name_lists, npc_side=npc_side)
     return LaneModules(
         extract=llm_extractor(to_payload, context=context, wrap=gate),
-        merge=EventMerger,
+        merge=merge or EventMerger,
         normalize=EventNormalizer,
         rules=(grounding_rule(grounded), ids_rule()),
     )
@@ -58,18 +60,29 @@ def _overlap(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> bool:
     return any(s1 <= e2 and s2 <= e1 for s1, e1 in a for s2, e2 in b)
 
 
+def _abutting(earlier: list[tuple[int, int]], later: list[tuple[int, int]]) -> bool:
+    """The later citations start just after the earlier ones end: at most `CITATION_WINDOW`
+    uncited units between them (the context a citation may carry either side)."""
+    if not earlier or not later:
+        return False
+    gap = min(s for s, _ in later) - max(e for _, e in earlier)
+    return 0 < gap <= CITATION_WINDOW + 1
+
+
 class EventMerger(NoOptionsModule):
     """Appends records in chunk order. A record equal to an earlier one in every field but
-    its citations, whose citations overlap the earlier one's by document position, is the
-    same event extracted from two overlapping chunks: its citations are unioned into the
-    earlier record instead of repeating it. Everything else is kept."""
+    its citations is the same event seen twice, and its citations are unioned into the
+    earlier record instead of repeating it, when its citations overlap the earlier one's by
+    document position (two overlapping chunks), or when it comes from a later chunk and its
+    citations start right where the earlier one's end (`_abutting`: an event whose lines
+    straddle a chunk border, told in both chunks). Everything else is kept."""
 
     def merge(self, request: MergeRequest) -> ModuleOutput:
         doc = request.document
         positions = doc.position_index()
         merged: list[dict[str, Any]] = []
-        by_key: dict[str, list[dict[str, Any]]] = {}
-        for extract in request.extracts:
+        by_key: dict[str, list[tuple[int, dict[str, Any]]]] = {}
+        for number, extract in enumerate(request.extracts):
             assert extract.payload is not None
             for record in extract.payload[self.lane.items_field]:
                 key = digest_of({k: v for k, v in record.items() if k not in ("source_refs", "id")})
@@ -77,8 +90,10 @@ class EventMerger(NoOptionsModule):
                 same = next(
                     (
                         r
-                        for r in by_key.get(key, [])
+                        for seen_in, r in by_key.get(key, [])
                         if _overlap(_spans(_refs(r), positions), spans)
+                        or (seen_in < number and _abutting(_spans(_refs(r), positions), spans))
+                        or (seen_in < number and self.one_event(record))
                     ),
                     None,
                 )
@@ -89,8 +104,13 @@ class EventMerger(NoOptionsModule):
                     continue
                 copy = dict(record)
                 merged.append(copy)
-                by_key.setdefault(key, []).append(copy)
+                by_key.setdefault(key, []).append((number, copy))
         return ModuleOutput(payload=self.lane.envelope(doc.source_id, merged))
+
+    def one_event(self, record: dict[str, Any]) -> bool:
+        """Whether a record equal in every field but citations to one of an earlier chunk is
+        that event wherever each cites (a lane's own rule; none here)."""
+        return False
 
 
 class EventNormalizer(NoOptionsModule):

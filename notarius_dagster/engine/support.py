@@ -9,7 +9,12 @@ units it cites. Matching is deterministic and token-level, never an LLM:
   `Gustav, the circus master, Fletching`) within one cited unit: a name split across two
   lines is not a mention of it;
 - a record is supported when at least one value of its support fields is mentioned (an NPC's
-  name or one of its aliases); a record with no value in them claims nothing and passes.
+  name or one of its aliases); a record with no value in them claims nothing and passes;
+- a value that names a character the stage's references know (a known-names hook: the `npcs`
+  lane's artifact registers one) is also mentioned by any other name they know it by: an
+  interaction "with Bosun" is shown by a line saying "Bo the Breaker", when the npcs lane
+  published Bosun with that alias. A name the references do not know (an invented or
+  misspelt one) gains nothing.
 
 A speaker label is not a mention (`LAURA:` says nothing about who `Jester` is) unless the kind
 says so (`speaker_mentions`). A speaker-name hook maps a label to names (the party roster
@@ -40,7 +45,13 @@ SpeakerNames = Callable[[Mapping[str, Any], str], Sequence[str]]
 """Given a stage's prepared references (by slot) and a speaker label, the names the label
 stands for (e.g. from a party roster); empty when it maps to nothing."""
 
+KnownNames = Callable[[Mapping[str, Any], str], Sequence[str]]
+"""Given a stage's prepared references (by slot) and a value of a support field, the other
+names the references know the same character by (e.g. an NPC's name and aliases from the
+`npcs` lane); empty when the value names no one they know."""
+
 _SPEAKER_HOOKS: list[SpeakerNames] = []
+_NAME_HOOKS: list[KnownNames] = []
 _POSSESSIVE = re.compile(r"['\u2019\u02bc]s\b")
 _NOT_WORD = re.compile(r"[^0-9a-z]+")
 
@@ -50,6 +61,21 @@ def register_speaker_names(hook: SpeakerNames) -> SpeakerNames:
     if hook not in _SPEAKER_HOOKS:
         _SPEAKER_HOOKS.append(hook)
     return hook
+
+
+def register_known_names(hook: KnownNames) -> KnownNames:
+    """Add a known-names hook (idempotent for the same function)."""
+    if hook not in _NAME_HOOKS:
+        _NAME_HOOKS.append(hook)
+    return hook
+
+
+def known_names(references: Mapping[str, Any], value: str) -> tuple[str, ...]:
+    """`value` and every other name the registered hooks know its character by."""
+    out = [value]
+    for hook in _NAME_HOOKS:
+        out.extend(n for n in hook(references, value) if n not in out)
+    return tuple(out)
 
 
 def speaker_names(references: Mapping[str, Any], label: str) -> tuple[str, ...]:
@@ -130,7 +156,10 @@ def supporting_positions(
 ) -> tuple[list[int], list[int]] | None:
     """(cited positions, the cited positions whose unit mentions a value of the record's
     support fields), or None for a record that claims nothing (no value in them)."""
-    values = [tokens(v) for v in field_values(record, kind.support_fields)]
+    named = field_values(record, kind.support_fields)
+    if not named:
+        return None
+    values = [tokens(n) for v in named for n in known_names(references, v)]
     if not values:
         return None
     cited = _positions(record.get(kind.refs_field), document)
