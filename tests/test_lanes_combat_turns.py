@@ -233,12 +233,15 @@ def test_merge_folds_one_turn_told_on_both_sides_of_a_chunk_border() -> None:
 
 
 def test_merge_folds_one_round_numbered_turn_told_in_two_chunks() -> None:
-    # A creature takes one turn per round: the same turn (every field equal, round 2) told
-    # again further on in the next chunk is that turn; without a round it stays two records.
+    # A creature takes one turn per round: the same turn (every field equal, round 2, the
+    # actor grounded to one NPC however spelt) told again further on in the next chunk is
+    # that turn; without a round it stays two records.
     doc = make_document(list(range(20)))
     first, second = make_chunk(doc, 0, doc.units[:10]), make_chunk(doc, 1, doc.units[10:])
     a, _ = convert(doc, first, [turn("imps", [3], round=2), turn("Nott", [4])], npcs=False)
-    b, _ = convert(doc, second, [turn("imps", [17], round=2), turn("Nott", [18])], npcs=False)
+    b, _ = convert(doc, second, [turn("imp", [17], round=2), turn("Nott", [18])], npcs=False)
+    for record, npc_id in ((a["combat_turns"][0], "npc-imps"), (b["combat_turns"][0], "npc-imps")):
+        record["actor_npc_id"] = npc_id  # grounding found both spellings to be one NPC
     merger = CATALOG.build("merge", "dnd.combat_turns.merge", {})
     merged = merger.merge(
         MergeRequest(doc, (ModuleOutput(payload=a), ModuleOutput(payload=b)), _ctx())

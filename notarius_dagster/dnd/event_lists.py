@@ -85,7 +85,7 @@ class EventMerger(NoOptionsModule):
         for number, extract in enumerate(request.extracts):
             assert extract.payload is not None
             for record in extract.payload[self.lane.items_field]:
-                key = digest_of({k: v for k, v in record.items() if k not in ("source_refs", "id")})
+                key = digest_of(self.identity(record))
                 spans = _spans(_refs(record), positions)
                 same = next(
                     (
@@ -106,6 +106,11 @@ class EventMerger(NoOptionsModule):
                 merged.append(copy)
                 by_key.setdefault(key, []).append((number, copy))
         return ModuleOutput(payload=self.lane.envelope(doc.source_id, merged))
+
+    def identity(self, record: dict[str, Any]) -> dict[str, Any]:
+        """What must be equal for two records to be one event: every field but citations and
+        id (a lane may say otherwise)."""
+        return {k: v for k, v in record.items() if k not in ("source_refs", "id")}
 
     def one_event(self, record: dict[str, Any]) -> bool:
         """Whether a record equal in every field but citations to one of an earlier chunk is
