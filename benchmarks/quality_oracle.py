@@ -31,6 +31,7 @@ from dagster import DagsterInstance
 
 from benchmarks.oracle import Answered, OracleSession, Responder, clean_responder, serve
 from benchmarks.oracle_injection import (
+    CAUGHT_MEANS,
     CLASSES,
     Injection,
     Injector,
@@ -425,6 +426,7 @@ def tally(
     by_lane: dict[str, Counter[str]] = {}
     stopped: Counter[str] = Counter()
     unmeasured = 0
+    through: list[dict[str, Any]] = []
     for injection in injections:
         if not measurable(injection, clean):
             unmeasured += 1
@@ -435,6 +437,14 @@ def tally(
         counts["reached" if got_through else "caught"] += 1
         if not got_through:
             stopped[why] += 1
+        else:  # which mistakes a user would publish, for reading them in the bundle
+            through.append(
+                {
+                    "lane": injection.lane,
+                    "name": injection.name or injection.value,
+                    "chunk": [injection.chunk[0], injection.chunk[-1]],
+                }
+            )
     total = sum((c for c in by_lane.values()), Counter())
     return {
         "injected": total["injected"],
@@ -446,6 +456,7 @@ def tally(
         },
         "caught_by": dict(sorted(stopped.items())),
         "left_out": unmeasured,
+        "reached_records": through,
     }
 
 
@@ -487,7 +498,11 @@ def summarize(sessions: Sequence[Mapping[str, Any]], classes: Sequence[str]) -> 
                     if value is not None and (lowest is None or value < lowest):
                         slot[key] = value
         ceiling[name] = dict(sorted(lanes_min.items()))
-    return {"classes": per_class, "lowest_ceiling_per_lane": ceiling}
+    return {
+        "classes": per_class,
+        "caught_means": {cls: CAUGHT_MEANS[cls] for cls in classes if cls in CAUGHT_MEANS},
+        "lowest_ceiling_per_lane": ceiling,
+    }
 
 
 __all__ = ["CLASSES", "SESSIONS", "bench_session", "summarize"]
