@@ -24,11 +24,11 @@ lane's match field and every other answer field the gold record sets (a list of 
 spellings gives its first; `aliases` from the gold `aliases`; where the answer has no
 `aliases`, the match name is the first accepted spelling, name or alias, that the record's
 cited lines in the chunk say, as the prompts ask a name "as used in the excerpt" — read from
-the request's `[id]` lines, the only transcript text the oracle reads), fields the gold does not set at
-their schema minimum, and `unit_ids` = the record's gold units inside the chunk, in chunk order,
-at most the schema's limit. The scene lane answers the kind and title of the gold scene that
-holds most of the chunk. A re-ask (the same request with the answer and the problems appended)
-gets the same answer: the oracle does not learn.
+the request's `[id]` lines, the only transcript text the oracle reads), fields the gold does
+not set at their schema minimum, and `unit_ids` = the record's gold units inside the chunk,
+in chunk order, at most the schema's limit. The scene lane answers the kind and title of the
+gold scene that holds most of the chunk. A re-ask (the same request with the answer and the
+problems appended) gets the same answer: the oracle does not learn.
 
 Standard library plus the engine's gold model. `serve(session)` starts one on a free port."""
 

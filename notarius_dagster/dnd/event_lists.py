@@ -37,8 +37,8 @@ def event_modules(
     """An event lane's modules: LLM extraction whose `grounded` (name field, id field) pairs
     are filled by NPC grounding (`convert` and `context` as in `llm_extractor`, `gate` in
     front of the model; `name_lists` and `npc_side` as in `grounded_payload`), the event
-    merge (`merge`: a lane's subclass of `EventMerger`) and normalize, and the rules `<prefix>.npc_grounding` (extract) and `<prefix>.ids`
-    (normalize)."""
+    merge (`merge`: a lane's subclass of `EventMerger`) and normalize, and the rules
+    `<prefix>.npc_grounding` (extract) and `<prefix>.ids` (normalize)."""
     to_payload = grounded_payload(grounded, convert, name_lists=name_lists, npc_side=npc_side)
     return LaneModules(
         extract=llm_extractor(to_payload, context=context, wrap=gate),
