@@ -59,6 +59,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     chunk_map = run_chunk_stage(pipeline.chunk, doc, session_id="bench").chunk_map
     assert chunk_map is not None
     chunks = chunk_map.chunks[: args.max_chunks] if args.max_chunks else chunk_map.chunks
+    commit = subprocess.run(  # the code that runs is the code at the start
+        ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True
+    ).stdout.strip()
     lanes: dict[str, Any] = {}
     t0 = time.perf_counter()
     with OfflineModelServer(context_tokens=profile.context_tokens) as server:
@@ -97,9 +100,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     cut = sum(v["counts"]["cut off"] for v in lanes.values())
     return {
         "date": datetime.now(UTC).isoformat(),
-        "git_commit": subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True
-        ).stdout.strip(),
+        "git_commit": commit,
         "command": "bench_cutoff.py " + " ".join(sys.argv[1:]),
         "config": args.config,
         "transcript": args.transcript,
