@@ -222,9 +222,11 @@ def test_merge_folds_one_turn_told_on_both_sides_of_a_chunk_border() -> None:
         doc, second, [turn("Beau", [11, 12], hit=True), turn("Beau", [16], hit=True)], npcs=False
     )
     merger = CATALOG.build("merge", "dnd.combat_turns.merge", {})
-    merged = merger.merge(
-        MergeRequest(doc, (ModuleOutput(payload=a), ModuleOutput(payload=b)), _ctx())
-    ).payload
+    extracts = (
+        ModuleOutput(payload=a, provenance={"unit_span": [0, 9]}),  # as the lane runner says
+        ModuleOutput(payload=b, provenance={"unit_span": [10, 19]}),
+    )
+    merged = merger.merge(MergeRequest(doc, extracts, _ctx())).payload
     spans = [
         [(r["start_unit_id"], r["end_unit_id"]) for r in t["source_refs"]]
         for t in merged["combat_turns"]

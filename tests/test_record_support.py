@@ -297,10 +297,13 @@ def test_an_over_broad_citation_is_cut_to_the_mentioning_units_alone() -> None:
 
 
 def test_a_tight_citation_and_a_record_nothing_supports_are_left_as_they_are() -> None:
-    doc = long_document(mentions_at=[10])
+    doc = long_document(mentions_at=[10, 11])
     kind = get_kind("dnd/spell-list")
-    tight = spell_payload("Caleb", 2008, 2012)  # within the window: context kept as cited
+    tight = spell_payload("Caleb", 2009, 2012)  # two mentions, two units of context
     assert tighten_citations(kind, tight, doc).payload is tight
+    broad = spell_payload("Caleb", 2008, 2012)  # one mention, four units of context: cut
+    cut = tighten_citations(kind, broad, doc).payload["spells"][0]["source_refs"]
+    assert [(r["start_unit_id"], r["end_unit_id"]) for r in cut] == [(2010, 2011)]
     unsupported = spell_payload("Fireball", 2004, 2053)  # the support validator drops it
     assert tighten_citations(kind, unsupported, doc).payload is unsupported
 

@@ -60,28 +60,48 @@ def _overlap(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> bool:
     return any(s1 <= e2 and s2 <= e1 for s1, e1 in a for s2, e2 in b)
 
 
-def _abutting(earlier: list[tuple[int, int]], later: list[tuple[int, int]]) -> bool:
-    """The later citations start just after the earlier ones end: at most `CITATION_WINDOW`
-    uncited units between them (the context a citation may carry either side)."""
-    if not earlier or not later:
+def _chunk_span(extract: ModuleOutput, positions: Mapping[int, int]) -> tuple[int, int] | None:
+    """The document positions of an extract's chunk (first, last), from the runner's
+    provenance; None when it does not say."""
+    span = extract.provenance.get("unit_span")
+    if not isinstance(span, list) or len(span) != 2:
+        return None
+    first, last = positions.get(span[0]), positions.get(span[1])
+    return (first, last) if first is not None and last is not None else None
+
+
+def _straddling(
+    earlier: list[tuple[int, int]],
+    earlier_chunk: tuple[int, int] | None,
+    later: list[tuple[int, int]],
+    later_chunk: tuple[int, int] | None,
+) -> bool:
+    """Two pieces of one event cut by a chunk border: each piece cites only what the other's
+    chunk does not hold (the earlier all before the later chunk, the later all after the
+    earlier chunk), and the later citations start just after the earlier ones end, at most
+    `CITATION_WINDOW` uncited units between them (the context a citation may carry)."""
+    if not earlier or not later or earlier_chunk is None or later_chunk is None:
         return False
-    gap = min(s for s, _ in later) - max(e for _, e in earlier)
-    return 0 < gap <= CITATION_WINDOW + 1
+    end, start = max(e for _, e in earlier), min(s for s, _ in later)
+    apart = end < later_chunk[0] and start > earlier_chunk[1]
+    return apart and 0 < start - end <= CITATION_WINDOW + 1
 
 
 class EventMerger(NoOptionsModule):
     """Appends records in chunk order. A record equal to an earlier one in every field but
     its citations is the same event seen twice, and its citations are unioned into the
     earlier record instead of repeating it, when its citations overlap the earlier one's by
-    document position (two overlapping chunks), or when it comes from a later chunk and its
-    citations start right where the earlier one's end (`_abutting`: an event whose lines
-    straddle a chunk border, told in both chunks). Everything else is kept."""
+    document position (two overlapping chunks), or when it comes from a later chunk and the
+    two are the pieces of an event whose lines straddle the border between their chunks
+    (`_straddling`, which reads each chunk's span from the runner's provenance). Everything
+    else is kept."""
 
     def merge(self, request: MergeRequest) -> ModuleOutput:
         doc = request.document
         positions = doc.position_index()
         merged: list[dict[str, Any]] = []
         by_key: dict[str, list[tuple[int, dict[str, Any]]]] = {}
+        chunks = [_chunk_span(extract, positions) for extract in request.extracts]
         for number, extract in enumerate(request.extracts):
             assert extract.payload is not None
             for record in extract.payload[self.lane.items_field]:
@@ -92,7 +112,12 @@ class EventMerger(NoOptionsModule):
                         r
                         for seen_in, r in by_key.get(key, [])
                         if _overlap(_spans(_refs(r), positions), spans)
-                        or (seen_in < number and _abutting(_spans(_refs(r), positions), spans))
+                        or (
+                            seen_in < number
+                            and _straddling(
+                                _spans(_refs(r), positions), chunks[seen_in], spans, chunks[number]
+                            )
+                        )
                         or (seen_in < number and self.one_event(record))
                     ),
                     None,

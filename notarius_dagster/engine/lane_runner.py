@@ -521,7 +521,8 @@ class _ChunkExtraction:
         fingerprint = self.fingerprint(chunk)
         if self.checkpoints is not None:
             cached = self.checkpoints.get(fingerprint)
-            if cached is not None:
+            if cached is not None:  # provenance as today's runner gives it, stored or not
+                cached = cached.model_copy(update={"provenance": self.provenance(chunk)})
                 reused = _Attempted(output=cached, rejection=None, usage=LLMUsage())
                 return self.checked(_Extracted(chunk=chunk, attempted=reused, status="reused"))
             stored = self._stored_rejection(fingerprint)
@@ -613,6 +614,8 @@ class _ChunkExtraction:
             "source_id": chunk.source_id,
             "chunk_id": chunk.chunk_id,
             "chunk_index": chunk.index,
+            # the chunk's first and last unit: the merge tells an event straddling a border
+            "unit_span": [chunk.unit_ids[0], chunk.unit_ids[-1]] if chunk.unit_ids else [],
         }
 
     def fingerprint(self, chunk: Chunk) -> str:
