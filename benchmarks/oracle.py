@@ -21,9 +21,9 @@ What the oracle reads from a request, nothing else (so it works whatever the pro
 
 For each gold record of the lane with at least one unit in the chunk, one answer item: the
 lane's match field and every other answer field the gold record sets (a list of accepted
-spellings gives its first; `aliases` from the gold `aliases`; where the answer has no
-`aliases`, the match name is the first accepted spelling, name or alias, that the record's
-cited lines in the chunk say, as the prompts ask a name "as used in the excerpt" — read from
+spellings gives its first; `aliases` from the gold `aliases`; in the lanes whose prompt asks
+a name "as used in the excerpt" (`NAMED_AS_USED`), the match name is the first accepted
+spelling, name or alias, that the record's cited lines in the chunk say — read from
 the request's `[id]` lines, the only transcript text the oracle reads), fields the gold does
 not set at their schema minimum, and `unit_ids` = the record's gold units inside the chunk,
 in chunk order, at most the schema's limit. The scene lane answers the kind and title of the
@@ -51,6 +51,11 @@ from notarius_dagster.engine.support import mentions, tokens
 
 UNIT_MARKER = re.compile(r"^\[(\d+)\] ", re.MULTILINE)
 CITATIONS = "unit_ids"
+NAMED_AS_USED = ("combat-turns", "item-events")
+"""The lanes whose prompt asks for the record's name "as used in the excerpt" (the actor, the
+item): only there does the oracle name a record as its cited lines do. The spells prompt asks
+"the spell's name" and the interactions prompt the known NPC's name, so there the gold's own
+name is answered (`tests/test_oracle.py` checks the prompts still say so)."""
 SCENE_LANE = "scene-descriptions"
 
 
@@ -245,6 +250,8 @@ def oracle_answer(
     name_field = next(
         (s.gold_match.name for s in registered_lanes().values() if s.lane_id == lane), None
     )
+    if lane not in NAMED_AS_USED:
+        name_field = None
     texts = unit_texts(body)
     items = []
     for _, record, units in inside:

@@ -23,6 +23,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from benchmarks.oracle import (
+    NAMED_AS_USED,
     OracleServer,
     OracleSession,
     clean_responder,
@@ -154,13 +155,13 @@ def test_each_chunk_is_answered_with_exactly_its_gold_records(session_id: str) -
 
 
 def expected_name(lane: LaneSpec, record: Any, document: SourceDocument, chunk: list[int]) -> str:
-    """The name the oracle gives: where the answer has aliases, the gold's first spelling;
-    else the first accepted spelling (name, then aliases) that one of the record's lines in
-    the chunk says (the text, not the speaker's label), else the first."""
+    """The name the oracle gives: the gold's first spelling, except in the lanes whose prompt
+    asks a name as used in the excerpt: there the first accepted spelling (name, then aliases)
+    that one of the record's lines in the chunk says (the text, not the speaker's label)."""
     name = lane.match_fields.name if lane.match_fields else ""
     spelled = record.value(name)
     names = [*(spelled if isinstance(spelled, list) else [spelled]), *record.aliases]
-    if "aliases" in lane.record_model.model_fields:
+    if lane.lane_id not in NAMED_AS_USED:
         return str(names[0])
     lines = [
         normalize_name(u.text)
@@ -172,6 +173,14 @@ def expected_name(lane: LaneSpec, record: Any, document: SourceDocument, chunk: 
         if any(f" {key} " in f" {line} " for line in lines):
             return str(candidate)
     return str(names[0])
+
+
+def test_the_oracle_names_as_used_exactly_where_the_prompt_asks_it() -> None:
+    for lane_id, lane in LANES.items():
+        name = lane.match_fields.name if lane.match_fields else ""
+        lines = [ln for ln in lane.prompt.read_text().splitlines() if ln.startswith(f'- "{name}":')]
+        asks = any("as used in the excerpt" in line for line in lines)
+        assert asks == (lane_id in NAMED_AS_USED), lane_id
 
 
 @pytest.mark.parametrize("lane_id", ["npcs", "item-events", "combat-turns", "spells"])
