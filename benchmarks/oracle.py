@@ -16,15 +16,19 @@ What the oracle reads from a request, nothing else (so it works whatever the pro
 - the chunk: the `enum` of unit ids the schema allows for every citation (each request's schema
   is constrained to its chunk), else the `[id] ` unit markers of the user messages (the scene
   lane's answer has no citations);
-- nothing from the transcript text itself: records come from the gold file.
+- the text of the cited lines, only to pick which of the gold's accepted spellings of a name
+  they say (below); records come from the gold file.
 
 For each gold record of the lane with at least one unit in the chunk, one answer item: the
 lane's match field and every other answer field the gold record sets (a list of accepted
-spellings gives its first; `aliases` from the gold `aliases`), fields the gold does not set at
-their schema minimum, and `unit_ids` = the record's gold units inside the chunk, in chunk order,
-at most the schema's limit. The scene lane answers the kind and title of the gold scene that
-holds most of the chunk. A re-ask (the same request with the answer and the problems appended)
-gets the same answer: the oracle does not learn.
+spellings gives its first; `aliases` from the gold `aliases`; in the lanes whose prompt asks
+a name "as used in the excerpt" (`NAMED_AS_USED`), the match name is the first accepted
+spelling, name or alias, that the record's cited lines in the chunk say — read from
+the request's `[id]` lines, the only transcript text the oracle reads), fields the gold does
+not set at their schema minimum, and `unit_ids` = the record's gold units inside the chunk,
+in chunk order, at most the schema's limit. The scene lane answers the kind and title of the
+gold scene that holds most of the chunk. A re-ask (the same request with the answer and the
+problems appended) gets the same answer: the oracle does not learn.
 
 Standard library plus the engine's gold model. `serve(session)` starts one on a free port."""
 
@@ -42,9 +46,16 @@ from typing import Any
 from benchmarks.latency_server import _resolve, items_field, lane_of, minimal_instance
 from benchmarks.latency_server import schema_of_request as schema_of_request
 from notarius_dagster.engine.gold import GoldFile, GoldRecord
+from notarius_dagster.engine.support import mentions, tokens
+from notarius_dagster.modules import registry
 
 UNIT_MARKER = re.compile(r"^\[(\d+)\] ", re.MULTILINE)
 CITATIONS = "unit_ids"
+NAMED_AS_USED = ("combat-turns", "item-events")
+"""The lanes whose prompt asks for the record's name "as used in the excerpt" (the actor, the
+item): only there does the oracle name a record as its cited lines do. The spells prompt asks
+"the spell's name" and the interactions prompt the known NPC's name, so there the gold's own
+name is answered (`tests/test_oracle.py` checks the prompts still say so)."""
 SCENE_LANE = "scene-descriptions"
 
 
@@ -73,6 +84,35 @@ def marked_units(body: Mapping[str, Any]) -> list[int]:
             text = content if isinstance(content, str) else json.dumps(content)
             seen.update(dict.fromkeys(int(m) for m in UNIT_MARKER.findall(text)))
     return list(seen)
+
+
+def unit_texts(body: Mapping[str, Any]) -> dict[int, str]:
+    """Unit id -> what its `[id] SPEAKER: text` line in the user messages says (the text,
+    without the speaker's label: a label is who speaks, not a name used in the excerpt)."""
+    texts: dict[int, str] = {}
+    for message in body.get("messages") or ():
+        if isinstance(message, dict) and message.get("role") == "user":
+            content = message.get("content")
+            for line in (content if isinstance(content, str) else "").splitlines():
+                found = UNIT_MARKER.match(line)
+                if found:
+                    said = line[found.end() :]
+                    texts.setdefault(int(found.group(1)), said.partition(": ")[2] or said)
+    return texts
+
+
+def spelling_in(record: GoldRecord, name_field: str, cited: Sequence[str]) -> str | None:
+    """The first of the gold record's accepted spellings of its name (the name field's
+    values, then its aliases) that one of the `cited` lines says, or None when none does:
+    how a reader who names a thing "as used in the excerpt" (what the prompts ask) names it
+    where the answer cannot carry aliases."""
+    value = record.value(name_field)
+    names = [*(value if isinstance(value, list) else [value]), *record.aliases]
+    lines = [tokens(text) for text in cited]
+    for name in names:
+        if isinstance(name, str) and any(mentions(tokens(name), line) for line in lines):
+            return name
+    return None
 
 
 def chunk_of_request(body: Mapping[str, Any], schema: Mapping[str, Any] | None) -> list[int]:
@@ -105,20 +145,22 @@ def coerce(value: Any, prop: Mapping[str, Any], root: Mapping[str, Any]) -> Any:
     spellings gives its first fitting value; strings are cut to the field's maxLength."""
     values = value if isinstance(value, list) else [value]
     for option in _options(prop, root):
-        kind = option.get("type")
+        # OpenAI's strict form says "may be null" as a list of types (["array", "null"])
+        declared = option.get("type")
+        kinds = set(declared) if isinstance(declared, list) else {declared}
         if "enum" in option:
             for v in values:
                 if v in option["enum"]:
                     return v
-        elif kind == "string":
+        elif "string" in kinds:
             for v in values:
                 if isinstance(v, str) and v.strip():
                     return v[: int(option.get("maxLength", len(v)))]
-        elif kind == "integer":
+        elif "integer" in kinds:
             for v in values:
                 if isinstance(v, int) and not isinstance(v, bool):
                     return v
-        elif kind == "array":
+        elif "array" in kinds:
             strings = [v for v in values if isinstance(v, str) and v.strip()]
             if strings:
                 return strings[: int(option.get("maxItems", len(strings)))]
@@ -205,7 +247,20 @@ def oracle_answer(
         _resolve((schema.get("properties") or {}).get(name) or {}, schema).get("maxItems", 10**6)
     )
     inside = session.records_in(lane, chunk)[:limit]
-    answer[name] = [answer_item(record, template, schema, units) for _, record, units in inside]
+    name_field = next((s.gold_match.name for s in registry().lanes if s.lane_id == lane), None)
+    if lane not in NAMED_AS_USED:
+        name_field = None
+    texts = unit_texts(body)
+    items = []
+    for _, record, units in inside:
+        item = answer_item(record, template, schema, units)
+        if name_field in item and "aliases" not in (template.get("properties") or {}):
+            spelt = spelling_in(record, name_field, [texts.get(u, "") for u in units])
+            value = coerce(spelt, template["properties"][name_field], schema) if spelt else None
+            if value is not None and value is not _MISSING:
+                item[name_field] = value
+        items.append(item)
+    answer[name] = items
     return lane, chunk, answer, [index for index, _, _ in inside]
 
 

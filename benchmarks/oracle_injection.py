@@ -89,6 +89,20 @@ INVENTED = {
     "spells": ("Arcane Lance", "Veil of Embers", "Frost Lattice"),
     "item-events": ("obsidian key", "silver astrolabe", "amber vial"),
 }
+CITATION_CLASSES = ("citation-off-by-one", "citation-over-broad")
+CAUGHT_MEANS = {
+    "citation-off-by-one": (
+        "no published record of that name cites, in that chunk, a unit the mistake added "
+        "(the record dropped, or its citations trimmed back to its evidence)"
+    ),
+    "citation-over-broad": (
+        "no published record of that name cites, in that chunk, more units outside the gold "
+        "record's than inside: the record dropped, or its citations trimmed until at least "
+        "half of what it cites there is the gold record's (the grounded share of scorer v2)"
+    ),
+}
+"""What `caught` means for the citation classes, where a mistake may be corrected rather than
+dropped (written into the benchmark's results beside the figures)."""
 MAX_CITED = 50
 SPEAKER_LINES = 3
 
@@ -593,6 +607,14 @@ def _stopped_by(injection: Injection, published: Published) -> str:
     if injection.index >= 0 and any(r.get("record_index") == injection.index for r in found):
         record = next(r for r in found if r.get("record_index") == injection.index)
         return f"record dropped ({record.get('validator')})"
+    if injection.cls in CITATION_CLASSES and injection.name is not None:
+        kept = [
+            r
+            for r in published.named(injection.lane, NAME_FIELD[injection.lane], injection.name)
+            if published.cited(r, injection.lane) & set(injection.chunk)
+        ]
+        if kept:
+            return "citations trimmed to the evidence (the record kept, tight)"
     if any(
         w.get("code") == "party_member_dropped"
         and w.get("lane") == injection.lane

@@ -31,6 +31,7 @@ from dagster import DagsterInstance
 
 from benchmarks.oracle import Answered, OracleSession, Responder, clean_responder, serve
 from benchmarks.oracle_injection import (
+    CAUGHT_MEANS,
     CLASSES,
     Injection,
     Injector,
@@ -242,15 +243,29 @@ def losses(
                     pieces.setdefault(index, []).append((chunk, position))
         piece_fates: Counter[str] = Counter()
         outcomes: Counter[str] = Counter()
+        details: list[dict[str, Any]] = []
         for index, record in enumerate(records):
-            fates = [
-                piece_fate(published, lane, chunk, pos) for chunk, pos in pieces.get(index, [])
-            ]
+            asked = pieces.get(index, [])
+            fates = [piece_fate(published, lane, chunk, pos) for chunk, pos in asked]
             piece_fates.update(fates)
-            outcomes[_outcome(record, fates, published, lane, fields)] += 1
+            result = _outcome(record, fates, published, lane, fields)
+            outcomes[result] += 1
+            if result != "kept":
+                details.append(
+                    {
+                        "gold": _names(record, fields)[:1],
+                        "unit_ids": [min(record.unit_ids), max(record.unit_ids)],
+                        "outcome": result,
+                        "pieces": [
+                            {"chunk": [chunk[0], chunk[-1]], "fate": f}
+                            for (chunk, _), f in zip(asked, fates, strict=True)
+                        ],
+                    }
+                )
         out[lane] = {
             "pieces": dict(sorted(piece_fates.items())),
             "gold_records": dict(sorted(outcomes.items())),
+            "not_kept": details,
         }
     return out
 
@@ -409,6 +424,7 @@ def tally(
     by_lane: dict[str, Counter[str]] = {}
     stopped: Counter[str] = Counter()
     unmeasured = 0
+    through: list[dict[str, Any]] = []
     for injection in injections:
         if not measurable(injection, clean):
             unmeasured += 1
@@ -419,6 +435,14 @@ def tally(
         counts["reached" if got_through else "caught"] += 1
         if not got_through:
             stopped[why] += 1
+        else:  # which mistakes a user would publish, for reading them in the bundle
+            through.append(
+                {
+                    "lane": injection.lane,
+                    "name": injection.name or injection.value,
+                    "chunk": [injection.chunk[0], injection.chunk[-1]],
+                }
+            )
     total = sum((c for c in by_lane.values()), Counter())
     return {
         "injected": total["injected"],
@@ -430,6 +454,7 @@ def tally(
         },
         "caught_by": dict(sorted(stopped.items())),
         "left_out": unmeasured,
+        "reached_records": through,
     }
 
 
@@ -471,7 +496,11 @@ def summarize(sessions: Sequence[Mapping[str, Any]], classes: Sequence[str]) -> 
                     if value is not None and (lowest is None or value < lowest):
                         slot[key] = value
         ceiling[name] = dict(sorted(lanes_min.items()))
-    return {"classes": per_class, "lowest_ceiling_per_lane": ceiling}
+    return {
+        "classes": per_class,
+        "caught_means": {cls: CAUGHT_MEANS[cls] for cls in classes if cls in CAUGHT_MEANS},
+        "lowest_ceiling_per_lane": ceiling,
+    }
 
 
 __all__ = ["CLASSES", "SESSIONS", "bench_session", "summarize"]

@@ -26,6 +26,7 @@ def registry(extra_folders: Sequence[Path] = ()) -> LaneRegistry:
 @cache
 def _dnd_registry() -> LaneRegistry:
     from notarius_dagster.dnd import lanes
+    from notarius_dagster.dnd.grounding import npc_names
     from notarius_dagster.dnd.roster import ROSTER_ARTIFACT, speaker_names
     from notarius_dagster.dnd.scenes_chunker import SCENES_CHUNKER
     from notarius_dagster.engine.chunking import GENERIC_CHUNKER
@@ -37,4 +38,5 @@ def _dnd_registry() -> LaneRegistry:
         reference_kinds=(ROSTER_ARTIFACT,),
         llm_profiles=profile_catalog(),
         speaker_names=(speaker_names,),
+        known_names=(npc_names,),
     )

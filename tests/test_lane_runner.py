@@ -211,6 +211,7 @@ def test_runner_fills_provenance(doc: SourceDocument) -> None:
             "source_id": "s1",
             "chunk_id": "chunk-0000",
             "chunk_index": 0,
+            "unit_span": [doc.units[0].unit_id, doc.units[4].unit_id],
         }
     ]
 

@@ -214,6 +214,49 @@ def test_merge_folds_the_same_turn_seen_by_overlapping_chunks(doc: SourceDocumen
     ]
 
 
+def test_merge_folds_one_turn_told_on_both_sides_of_a_chunk_border() -> None:
+    # A turn whose lines straddle the border between two chunks is answered in both; the
+    # pieces are one turn when equal but for citations and the later starts where the earlier
+    # ends (at most CITATION_WINDOW uncited units between). A turn further on stays its own.
+    doc = make_document(list(range(20)))
+    first, second = make_chunk(doc, 0, doc.units[:10]), make_chunk(doc, 1, doc.units[10:])
+    a, _ = convert(doc, first, [turn("Beau", [7, 9], hit=True)], npcs=False)
+    b, _ = convert(
+        doc, second, [turn("Beau", [11, 12], hit=True), turn("Beau", [16], hit=True)], npcs=False
+    )
+    merger = registry().lane("combat-turns").merger()
+    extracts = (
+        ModuleOutput(payload=a, provenance={"unit_span": [0, 9]}),  # as the lane runner says
+        ModuleOutput(payload=b, provenance={"unit_span": [10, 19]}),
+    )
+    merged = merger.merge(MergeRequest(doc, extracts, _ctx())).payload
+    spans = [
+        [(r["start_unit_id"], r["end_unit_id"]) for r in t["source_refs"]]
+        for t in merged["combat_turns"]
+    ]
+    assert spans == [[(7, 7), (9, 9), (11, 12)], [(16, 16)]]
+
+
+def test_merge_folds_one_round_numbered_turn_told_in_two_chunks() -> None:
+    # A creature takes one turn per round: the same turn (every field equal, round 2, the
+    # actor grounded to one NPC however spelt) told again further on in the next chunk is
+    # that turn; without a round it stays two records.
+    doc = make_document(list(range(20)))
+    first, second = make_chunk(doc, 0, doc.units[:10]), make_chunk(doc, 1, doc.units[10:])
+    a, _ = convert(doc, first, [turn("imps", [3], round=2), turn("Nott", [4])], npcs=False)
+    b, _ = convert(doc, second, [turn("imp", [17], round=2), turn("Nott", [18])], npcs=False)
+    for record, npc_id in ((a["combat_turns"][0], "npc-imps"), (b["combat_turns"][0], "npc-imps")):
+        record["actor_npc_id"] = npc_id  # grounding found both spellings to be one NPC
+    merger = registry().lane("combat-turns").merger()
+    merged = merger.merge(
+        MergeRequest(doc, (ModuleOutput(payload=a), ModuleOutput(payload=b)), _ctx())
+    ).payload
+    turns = [
+        (t["actor"], [r["start_unit_id"] for r in t["source_refs"]]) for t in merged["combat_turns"]
+    ]
+    assert turns == [("imps", [3, 17]), ("Nott", [4]), ("Nott", [18])]
+
+
 def test_normalize_numbers_turns_in_source_order_stably() -> None:
     doc = make_document([50, 40, 30, 20, 10])
     chunk = make_chunk(doc, 0, doc.units)

@@ -78,6 +78,24 @@ def test_merge_deduplicates_by_normalized_name_and_alias() -> None:
     assert [r["start_unit_id"] for r in only["source_refs"]] == [1, 6, 8]
 
 
+def test_two_npcs_of_one_chunk_sharing_a_group_name_stay_two() -> None:
+    # The Knot Sisters: one chunk's answer gives Mona and Yuli, both "Knot Sisters"; the
+    # group's name identifies neither, so it merges neither them nor a later "Knot Sisters".
+    doc = make_document()
+    first = extract(
+        doc,
+        slice(0, 5),
+        [npc("Mona", [1, 2], ["Knot Sisters"]), npc("Yuli", [1, 2], ["Knot Sisters"])],
+    )
+    second = extract(doc, slice(5, 10), [npc("Yuli", [6]), npc("Knot Sisters", [7])])
+    merged = merger().merge(MergeRequest(doc, (first, second), CTX)).payload
+    assert merged is not None
+    by_name = {n["name"]: n for n in merged["npcs"]}
+    assert sorted(by_name) == ["Knot Sisters", "Mona", "Yuli"]
+    assert [r["start_unit_id"] for r in by_name["Yuli"]["source_refs"]] == [1, 6]
+    assert [r["start_unit_id"] for r in by_name["Mona"]["source_refs"]] == [1]
+
+
 def test_normalize_assigns_stable_ids_in_source_order() -> None:
     doc = make_document()
     merged = merger().merge(

@@ -14,6 +14,7 @@ from notarius_dagster.engine.chunking import make_chunk
 from notarius_dagster.engine.inputs import document_digest
 from notarius_dagster.engine.manifest import lane_summary
 from notarius_dagster.engine.models import SourceDocument, SourceUnit
+from notarius_dagster.engine.references import prepare_generated
 from notarius_dagster.engine.support import (
     CITATION_WINDOW,
     mentions,
@@ -217,7 +218,8 @@ def test_a_players_own_line_supports_their_character_only_as_a_turns_actor() -> 
             }
         ],
     }
-    assert unsupported_records(turns, turn, document(), refs) == {}
+    speakers = registry().speaker_names  # the roster: LAURA plays Jester
+    assert unsupported_records(turns, turn, document(), refs, speakers) == {}
 
 
 def long_document(mentions_at: list[int], size: int = 60, name: str = "Caleb") -> SourceDocument:
@@ -258,26 +260,44 @@ def spell_payload(spell: str, start: int, end: int) -> dict[str, Any]:
     }
 
 
-def test_a_broad_citation_is_cut_to_the_units_that_mention_the_record_plus_the_window() -> None:
-    # the issue's case: a "spell" named Caleb cites 50 units (2004-2053), 4 of them say Caleb
-    doc = long_document(mentions_at=[10, 11, 30, 52])
+def test_a_citation_is_cut_to_the_units_that_mention_the_record_plus_the_window() -> None:
+    # mentions close together: the window's context stays the smaller part of the citation
+    doc = long_document(mentions_at=[10, 11, 12, 13, 14, 49, 50, 51, 52, 53])
     kind = registry().kind("dnd/spell-list")
     tightened = tighten_citations(kind, spell_payload("Caleb", 2004, 2053), doc)
     refs = tightened.payload["spells"][0]["source_refs"]
     assert CITATION_WINDOW == 2
     assert [(r["start_unit_id"], r["end_unit_id"]) for r in refs] == [
-        (2008, 2013),  # 2010 and 2011, two units either side
-        (2028, 2032),  # 2030
-        (2050, 2053),  # 2052: the window stops where the citation did (2054 was not cited)
+        (2008, 2016),  # 2010-2014, two units either side
+        (2047, 2053),  # 2049-2053: the window stops where the citation did (2054 not cited)
     ]
-    assert (tightened.records, tightened.units) == (1, 50 - 15)
+    assert (tightened.records, tightened.units) == (1, 50 - 16)
+
+
+def test_an_over_broad_citation_is_cut_to_the_mentioning_units_alone() -> None:
+    # the issue's case: a "spell" named Caleb cites 50 units (2004-2053), 4 of them say Caleb.
+    # Their windows would keep 15 units, 11 of them context: still mostly not evidence, so
+    # only the 4 units that mention Caleb are kept (at least half of a citation is evidence).
+    doc = long_document(mentions_at=[10, 11, 30, 52])
+    kind = registry().kind("dnd/spell-list")
+    tightened = tighten_citations(kind, spell_payload("Caleb", 2004, 2053), doc)
+    refs = tightened.payload["spells"][0]["source_refs"]
+    assert [(r["start_unit_id"], r["end_unit_id"]) for r in refs] == [
+        (2010, 2011),
+        (2030, 2030),
+        (2052, 2052),
+    ]
+    assert (tightened.records, tightened.units) == (1, 50 - 4)
 
 
 def test_a_tight_citation_and_a_record_nothing_supports_are_left_as_they_are() -> None:
-    doc = long_document(mentions_at=[10])
+    doc = long_document(mentions_at=[10, 11])
     kind = registry().kind("dnd/spell-list")
-    tight = spell_payload("Caleb", 2008, 2012)
+    tight = spell_payload("Caleb", 2009, 2012)  # two mentions, two units of context
     assert tighten_citations(kind, tight, doc).payload is tight
+    broad = spell_payload("Caleb", 2008, 2012)  # one mention, four units of context: cut
+    cut = tighten_citations(kind, broad, doc).payload["spells"][0]["source_refs"]
+    assert [(r["start_unit_id"], r["end_unit_id"]) for r in cut] == [(2010, 2011)]
     unsupported = spell_payload("Fireball", 2004, 2053)  # the support validator drops it
     assert tighten_citations(kind, unsupported, doc).payload is unsupported
 
@@ -297,12 +317,69 @@ def test_the_runner_cuts_broad_citations_and_says_so_in_a_count_only_warning() -
     result = run_one_lane(lane, doc, chunks, client=RecordingClient(answer_whole_chunk))
     assert result.payload is not None
     [gustav] = result.payload["npcs"]
-    assert [(r["start_unit_id"], r["end_unit_id"]) for r in gustav["source_refs"]] == [(2001, 2005)]
+    # one mention in a whole-chunk citation: over-broad, so the mention alone is kept
+    assert [(r["start_unit_id"], r["end_unit_id"]) for r in gustav["source_refs"]] == [(2003, 2003)]
     [trimmed] = [w for w in result.warnings if w.code == TRIMMED_CODE]
     assert (trimmed.stage, trimmed.lane, trimmed.chunk_id) == ("extract", "npcs", "chunk-0000")
     assert trimmed.message.startswith("1 record(s) cited units more than 2 units") and (
-        "15 such unit(s) removed" in trimmed.message
+        "19 such unit(s) removed" in trimmed.message
     )
     assert "Gustav" not in trimmed.message
     # chunk 1 never says Gustav: its record is dropped by `support`, not cut
     assert [r.chunk_id for r in result.rejections if r.validator == "support"] == ["chunk-0001"]
+
+
+def interaction(npc: str, units: list[int]) -> dict[str, Any]:
+    return {
+        "id": None,
+        "npc": npc,
+        "npc_id": None,
+        "participants": [],
+        "summary": "",
+        "source_refs": ref(*units),
+    }
+
+
+def bound_npcs(*npcs: dict[str, Any]) -> dict[str, Any]:
+    """The `npcs` slot bound to an artifact of `npcs` (as the lane runner prepares it)."""
+    binding = next(
+        b
+        for b in complete_pipeline().lane("npc-interactions").extract.references
+        if b.slot == "npcs"
+    )
+    return {"npcs": prepare_generated(binding, npc_payload(*npcs), registry().kinds())}
+
+
+def test_a_known_npc_is_mentioned_by_any_name_the_npcs_lane_knows_it_by() -> None:
+    # An interaction "with Gustav Fletching" on a line that says only "the circus master":
+    # the npcs lane published Gustav with that alias, so the line shows him. A name the npcs
+    # artifact does not know (invented, misspelt) gains nothing, nor does an ambiguous one.
+    doc = SourceDocument(
+        source_id="s1",
+        media_type="application/x-ndjson",
+        units=(units := (SourceUnit(unit_id=0, text="The circus master bows.", metadata={}),)),
+        digest=document_digest(units),
+    )
+    kind = registry().kind("dnd/npc-interaction-list")
+    names = registry().known_names  # the npcs lane's names, as the lane runner passes them
+    payload = {
+        "kind": "dnd/npc-interaction-list",
+        "schema_version": "v1",
+        "source_id": "s1",
+        "npc_interactions": [
+            interaction("Gustav Fletching", [0]),
+            interaction("Gustov Fletchling", [0]),
+            interaction("Aldric Vane", [0]),
+        ],
+    }
+    gustav = dict(npc("Gustav Fletching", [0], ["the circus master"]), id="npc-gustav-fletching")
+    assert sorted(unsupported_records(kind, payload, doc, {})) == [0, 1, 2]
+    assert sorted(unsupported_records(kind, payload, doc, bound_npcs(gustav), names=names)) == [
+        1,
+        2,
+    ]
+    # without the registry's hook the alias is not known: the interaction is unsupported
+    assert sorted(unsupported_records(kind, payload, doc, bound_npcs(gustav))) == [0, 1, 2]
+    twin = dict(npc("Other", [0], ["Gustav Fletching"]), id="npc-other")
+    both = bound_npcs(gustav, twin)
+    assert sorted(unsupported_records(kind, payload, doc, both, names=names)) == [0, 1, 2]

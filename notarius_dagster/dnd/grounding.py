@@ -90,6 +90,24 @@ def npc_index(references: Mapping[str, PreparedReference]) -> NpcIndex | None:
     return NpcIndex.from_artifact(ref.artifact)
 
 
+def npc_names(references: Mapping[str, Any], value: str) -> list[str]:
+    """The support validator's known-names hook (`engine/support.py`): when `value` denotes
+    exactly one NPC of the bound `npcs` artifact (by name or alias, as grounding matches), that
+    NPC's name and aliases, the names a transcript line may call it by. Nothing for a name the
+    artifact does not know, an ambiguous one, or without the reference."""
+    ref = references.get(NPCS_SLOT)
+    artifact = getattr(ref, "artifact", None)
+    if not artifact:
+        return []
+    npc_id = NpcIndex.from_artifact(artifact).lookup(value)
+    if npc_id is None:
+        return []
+    for npc in artifact.get("npcs", []):
+        if npc.get("id") == npc_id:
+            return [str(n) for n in [npc.get("name", ""), *npc.get("aliases", [])] if n]
+    return []
+
+
 def ground_names(
     records: Sequence[dict[str, Any]], fields: Sequence[tuple[str, str]], request: ExtractRequest
 ) -> list[RunWarning]:

@@ -57,7 +57,7 @@ from notarius_dagster.engine.models import (
 )
 from notarius_dagster.engine.registry import LaneRegistry
 from notarius_dagster.engine.resolution import ResolvedLane, ResolvedStage
-from notarius_dagster.engine.support import SpeakerNames
+from notarius_dagster.engine.support import KnownNames, SpeakerNames
 from notarius_dagster.engine.validators import (
     ValidationContext,
     Validator,
@@ -160,6 +160,7 @@ def run_lane(
         progress,
         spec.rules(),
         registry.speaker_names,
+        registry.known_names,
     )
     modules = _Modules(spec.extractor(), spec.merger(), spec.normalizer())
     extracted = _extract_all(
@@ -210,6 +211,7 @@ class _LaneRun:
     progress: Progress | None
     rules: Mapping[str, Validator]
     speaker_names: tuple[SpeakerNames, ...]
+    known_names: tuple[KnownNames, ...] = ()
 
     def context(self, stage: ResolvedStage) -> RunContext:
         return RunContext(
@@ -233,6 +235,7 @@ class _LaneRun:
             references=self.references.get(stage.stage, {}),
             rules=self.rules,
             speaker_names=self.speaker_names,
+            known_names=self.known_names,
             **inputs,
         )
 
@@ -529,7 +532,8 @@ class _ChunkExtraction:
         fingerprint = self.fingerprint(chunk)
         if self.checkpoints is not None:
             cached = self.checkpoints.get(fingerprint)
-            if cached is not None:
+            if cached is not None:  # provenance as today's runner gives it, stored or not
+                cached = cached.model_copy(update={"provenance": self.provenance(chunk)})
                 reused = _Attempted(output=cached, rejection=None, usage=LLMUsage())
                 return self.checked(_Extracted(chunk=chunk, attempted=reused, status="reused"))
             stored = self._stored_rejection(fingerprint)
@@ -621,6 +625,8 @@ class _ChunkExtraction:
             "source_id": chunk.source_id,
             "chunk_id": chunk.chunk_id,
             "chunk_index": chunk.index,
+            # the chunk's first and last unit: the merge tells an event straddling a border
+            "unit_span": [chunk.unit_ids[0], chunk.unit_ids[-1]] if chunk.unit_ids else [],
         }
 
     def fingerprint(self, chunk: Chunk) -> str:

@@ -20,7 +20,7 @@ from notarius_dagster.engine.evaluation import MatchFields
 from notarius_dagster.engine.lanes import LaneSpec
 from notarius_dagster.engine.llm_profiles import LLMProfileCatalog
 from notarius_dagster.engine.models import ReferenceSlot
-from notarius_dagster.engine.support import SpeakerNames
+from notarius_dagster.engine.support import KnownNames, SpeakerNames
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,9 @@ class LaneRegistry:
     reference_kinds: tuple[ArtifactKind, ...] = ()
     llm_profiles: LLMProfileCatalog = field(default_factory=LLMProfileCatalog)
     speaker_names: tuple[SpeakerNames, ...] = ()
+    known_names: tuple[KnownNames, ...] = ()
+    """Hooks naming the other names the references know a character by (the `support` check
+    accepts any of them: `dnd/grounding.py: npc_names`)."""
 
     def __post_init__(self) -> None:
         for what, names in (

@@ -18,6 +18,7 @@ from notarius_dagster.engine.contracts import ModuleOutput, PreparedReference
 from notarius_dagster.engine.models import Chunk, RunWarning, SourceDocument, SourceRef
 from notarius_dagster.engine.support import (
     CITATION_WINDOW,
+    KnownNames,
     SpeakerNames,
     tighten_citations,
     unsupported_records,
@@ -39,6 +40,8 @@ class ValidationContext:
     """The lane's own rules by registered name (`dnd.spells.ids`)."""
     speaker_names: tuple[SpeakerNames, ...] = ()
     """The registry's speaker-name hooks, for the `support` validator (engine/support.py)."""
+    known_names: tuple[KnownNames, ...] = ()
+    """The registry's known-names hooks, for the `support` validator (engine/support.py)."""
 
 
 Validator = Callable[[ValidationContext, ModuleOutput], list[str]]
@@ -175,7 +178,7 @@ def validate_support(ctx: ValidationContext, output: ModuleOutput) -> dict[int, 
     if ctx.kind is None or output.payload is None:
         return {}
     return unsupported_records(
-        ctx.kind, output.payload, ctx.document, ctx.references, ctx.speaker_names
+        ctx.kind, output.payload, ctx.document, ctx.references, ctx.speaker_names, ctx.known_names
     )
 
 
@@ -192,7 +195,12 @@ def tighten_supported(
     if "support" not in chain or ctx.kind is None or output.payload is None:
         return output
     tightened = tighten_citations(
-        ctx.kind, output.payload, ctx.document, ctx.references, ctx.speaker_names
+        ctx.kind,
+        output.payload,
+        ctx.document,
+        ctx.references,
+        ctx.speaker_names,
+        ctx.known_names,
     )
     if not tightened.records:
         return output
@@ -203,7 +211,8 @@ def tighten_supported(
         chunk_id=ctx.chunk.chunk_id if ctx.chunk is not None else None,
         message=(
             f"{tightened.records} record(s) cited units more than {CITATION_WINDOW} units "
-            f"from any that mentions them; {tightened.units} such unit(s) removed from "
+            "from any that mentions them (or, for a citation mostly of such context, any "
+            f"that does not mention them); {tightened.units} such unit(s) removed from "
             "their citations"
         ),
     )

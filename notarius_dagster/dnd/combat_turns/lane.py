@@ -12,6 +12,7 @@ from notarius_dagster.dnd.combat_turns.extract import (
     SceneGatedCombatExtractor,
     outcome_record,
 )
+from notarius_dagster.dnd.combat_turns.merge import CombatTurnMerger
 from notarius_dagster.dnd.combat_turns.model import CombatTurn, OutcomeAnswer
 from notarius_dagster.dnd.event_lists import event_modules
 from notarius_dagster.dnd.grounding import npcs_slot
@@ -38,6 +39,7 @@ LANE = LaneSpec(
         convert={"outcome": outcome_record},
         gate=SceneGatedCombatExtractor,
         name_lists=("targets",),
+        merge=CombatTurnMerger,
     ),
     slots=(
         ReferenceSlot(name=SCENES_SLOT, required=True, accepted_kinds=(SCENE_KIND,)),

@@ -40,9 +40,25 @@ def party_filtered_payload(
     return lane.envelope(request.chunk.source_id, kept), [*warnings, *dropped, *dm]
 
 
+def shared_group_names(extracts: Any) -> set[str]:
+    """Canonical names that two differently named NPCs of one chunk's answer both carry (a
+    group's name, as "the Knot Sisters" for Mona and Yuli): the answer said they are two
+    people, so such a name identifies neither and never merges anyone."""
+    shared: set[str] = set()
+    for extract in extracts:
+        owner: dict[str, str] = {}
+        for npc in (extract.payload or {}).get("npcs", []):
+            name = canonical_name(npc["name"])
+            for key in {canonical_name(n) for n in [npc["name"], *npc["aliases"]]} - {""}:
+                if owner.setdefault(key, name) != name:
+                    shared.add(key)
+    return shared
+
+
 class NpcMerger:
     """Deduplicates NPCs by normalized name or alias: the first mention gives the name and
-    description, aliases and references are unioned."""
+    description, aliases and references are unioned. A name two differently named NPCs of one
+    chunk share (`shared_group_names`) merges nothing."""
 
     def __init__(self, lane: LaneSpec, options: dict[str, Any]) -> None:
         self.lane = lane
@@ -51,10 +67,11 @@ class NpcMerger:
     def merge(self, request: MergeRequest) -> ModuleOutput:
         merged: list[dict[str, Any]] = []
         by_key: dict[str, dict[str, Any]] = {}
+        shared = shared_group_names(request.extracts)
         for extract in request.extracts:
             assert extract.payload is not None
             for npc in extract.payload["npcs"]:
-                keys = {canonical_name(n) for n in [npc["name"], *npc["aliases"]]} - {""}
+                keys = {canonical_name(n) for n in [npc["name"], *npc["aliases"]]} - {"", *shared}
                 target = next((by_key[k] for k in keys if k in by_key), None)
                 if target is None:
                     target = {
@@ -72,7 +89,7 @@ class NpcMerger:
                 if not target["description"]:
                     target["description"] = npc["description"]
                 target["source_refs"].extend(npc["source_refs"])
-                for key in names:
+                for key in names - shared:
                     by_key.setdefault(key, target)
         for npc in merged:
             refs = sort_refs((SourceRef(**r) for r in npc["source_refs"]), request.document)
