@@ -21,6 +21,7 @@ from assets.sensors import INBOX_SENSOR_NAME
 from notarius_dagster.definitions import resolve_settings_pipeline
 from notarius_dagster.engine.transcripts import register_transcript
 from notarius_dagster.llm.test_double import scripted_llm
+from notarius_dagster.modules import registry
 from notarius_dagster.runner import build_run_definitions, run_session, run_settings
 from tests.doubles import lane_responder
 
@@ -31,7 +32,7 @@ SAMPLE = REPO / "samples" / "crd3-c2e001-slice.jsonl"
 
 def expected_tags(tmp_path: Path, session: str) -> dict[str, str]:
     settings = run_settings(profile=OFFLINE, data_root=tmp_path / "data", llm_profile="test-double")
-    pipeline = resolve_settings_pipeline(settings)
+    pipeline = resolve_settings_pipeline(settings, registry())
     assert pipeline.digest and pipeline.digest.startswith("sha256:")
     return {
         SESSION_TAG: session,
