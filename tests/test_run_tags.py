@@ -20,6 +20,7 @@ from assets.run_tags import MODEL_TAG, PROFILE_DIGEST_TAG, PROFILE_TAG, SESSION_
 from assets.sensors import INBOX_SENSOR_NAME
 from notarius_dagster.engine.transcripts import register_transcript
 from notarius_dagster.llm.test_double import scripted_llm
+from notarius_dagster.modules import registry
 from notarius_dagster.run.definitions import resolve_settings_pipeline
 from notarius_dagster.run.runner import run_session, run_settings
 from tests.doubles import lane_responder
@@ -32,7 +33,7 @@ SAMPLE = REPO / "samples" / "crd3-c2e001-slice.jsonl"
 
 def expected_tags(tmp_path: Path, session: str) -> dict[str, str]:
     settings = run_settings(profile=OFFLINE, data_root=tmp_path / "data", llm_profile="test-double")
-    pipeline = resolve_settings_pipeline(settings)
+    pipeline = resolve_settings_pipeline(settings, registry())
     assert pipeline.digest and pipeline.digest.startswith("sha256:")
     return {
         SESSION_TAG: session,

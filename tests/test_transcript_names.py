@@ -29,7 +29,8 @@ def plan() -> RunPipeline:
     return RunPipeline(
         resolve_profile_file(
             REPO / "configs" / "offline.yaml", llm_profile="test-double", registry=registry()
-        )
+        ),
+        registry(),
     )
 
 

@@ -272,4 +272,5 @@ def references_of(ctx: ValidationContext) -> Mapping[str, PreparedReference] | N
 
 
 def _records(output: ModuleOutput, items_field: str) -> Iterable[dict[str, Any]]:
-    return (output.payload or {}).get(items_field, [])
+    records: list[dict[str, Any]] = (output.payload or {}).get(items_field, [])
+    return records

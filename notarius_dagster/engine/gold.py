@@ -55,7 +55,7 @@ class GoldRecord(BaseModel):
     match table names); a list value means any of those spellings is right."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
-    __pydantic_extra__: dict[str, GoldValue] = Field(init=False)  # type: ignore[assignment]
+    __pydantic_extra__: dict[str, GoldValue] = Field(init=False)
 
     unit_ids: list[int] = Field(
         min_length=1, description="the units that mention or ground this record"

@@ -30,7 +30,6 @@ from notarius_dagster.engine.checkpoints import (
 from notarius_dagster.engine.contracts import (
     Extractor,
     ExtractRequest,
-    LLMUsage,
     Merger,
     MergeRequest,
     ModuleOutput,
@@ -47,7 +46,7 @@ from notarius_dagster.engine.errors import (
     TransientLLMError,
 )
 from notarius_dagster.engine.failure_causes import cause_of
-from notarius_dagster.engine.llm_contract import StructuredClient
+from notarius_dagster.engine.llm_contract import LLMUsage, StructuredClient
 from notarius_dagster.engine.models import (
     Chunk,
     Frozen,

@@ -28,8 +28,8 @@ from notarius_dagster.engine.bundle_documents import (
     ValidatorChain,
 )
 from notarius_dagster.engine.chunk_stage import ChunkResult
-from notarius_dagster.engine.contracts import LLMUsage
 from notarius_dagster.engine.lane_runner import LaneResult
+from notarius_dagster.engine.llm_contract import LLMUsage
 from notarius_dagster.engine.models import SourceDocument
 from notarius_dagster.engine.redaction import public_endpoint
 from notarius_dagster.engine.resolution import ResolvedPipeline

@@ -194,7 +194,7 @@ class StrictYamlLoader(yaml.SafeLoader):
         self._depth += 1
         try:
             if self._depth > MAX_NESTING:
-                line = self.peek_event().start_mark.line + 1
+                line = self.peek_event().start_mark.line + 1  # type: ignore[no-untyped-call]
                 problem = f"nested deeper than {MAX_NESTING} levels"
                 raise ParseRefused(f"line {line}: {problem}", problem=problem, line=line)
             return super().compose_node(parent, index)
