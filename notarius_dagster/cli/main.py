@@ -37,13 +37,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     """One or more transcripts, start-up paid once: one session runs here, its independent
     lanes as step processes; several run `--jobs` at a time in worker processes, each session
     in process (docs/operations.md, "Concurrency"). No process of the command outlives it:
-    the forkserver, if one was started, is stopped before it returns."""
+    the forkserver, if one was started, is stopped before it returns. Not on Ctrl-C or
+    SIGTERM: stopping it waits for the resource tracker, which waits for every worker still
+    winding its run down; they end with their parent's pipe instead, as they always did."""
     from notarius_dagster.run.step_processes import stop_forkserver
 
-    try:
-        return _cmd_run(args)
-    finally:
-        stop_forkserver()
+    status = _cmd_run(args)
+    stop_forkserver()
+    return status
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
