@@ -1,2 +1,2 @@
-"""The `combat-turns` lane (`dnd/combat-turn-list`): declared in `lane.py`, registered by
-`load_lanes()`; the scene gate is `gate.py`, the gated extractor `extract.py`."""
+"""The `combat-turns` lane (`dnd/combat-turn-list`): declared in `lane.py`, listed by
+`dnd.lanes()`; the scene gate is `gate.py`, the gated extractor `extract.py`."""

@@ -1,2 +1,2 @@
-"""The `item-events` lane (`dnd/item-event-list`): declared in `lane.py`, registered by
-`load_lanes()`."""
+"""The `item-events` lane (`dnd/item-event-list`): declared in `lane.py`, listed by
+`dnd.lanes()`."""

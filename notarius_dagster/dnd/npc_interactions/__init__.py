@@ -1,2 +1,2 @@
-"""The `npc-interactions` lane (`dnd/npc-interaction-list`): declared in `lane.py`, registered
-by `load_lanes()`."""
+"""The `npc-interactions` lane (`dnd/npc-interaction-list`): declared in `lane.py`, listed by
+`dnd.lanes()`."""

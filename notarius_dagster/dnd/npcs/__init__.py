@@ -1,1 +1,1 @@
-"""The `npcs` lane (`dnd/npc-list`): declared in `lane.py`, registered by `load_lanes()`."""
+"""The `npcs` lane (`dnd/npc-list`): declared in `lane.py`, listed by `dnd.lanes()`."""

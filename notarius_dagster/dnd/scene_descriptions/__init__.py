@@ -1,2 +1,2 @@
 """The `scene-descriptions` lane (`dnd/scene-description-list`): declared in `lane.py`,
-registered by `load_lanes()`. Its accepted artifact is the gate of combat-turn extraction."""
+listed by `dnd.lanes()`. Its accepted artifact is the gate of combat-turn extraction."""

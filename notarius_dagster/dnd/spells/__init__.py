@@ -1,1 +1,1 @@
-"""The `spells` lane (`dnd/spell-list`): declared in `lane.py`, registered by `load_lanes()`."""
+"""The `spells` lane (`dnd/spell-list`): declared in `lane.py`, listed by `dnd.lanes()`."""
