@@ -76,9 +76,15 @@ from notarius_dagster.settings import load_settings
 from resources.bundle_store import BundleStore
 from resources.llm import LLMResource
 
-# `Output(data_version=...)` is beta in Dagster 1.13: the data versions staleness reads
-# (assets/staleness.py). Its warning would print on every `notarius run`.
-warnings.filterwarnings("ignore", category=BetaWarning, message=".*data_version.*")
+
+def versioned_output(value: Any, data_version: DataVersion, metadata: dict[str, Any]) -> Output:
+    """`Output(value, data_version=...)`: the data versions staleness reads
+    (assets/staleness.py). The parameter is beta in Dagster 1.13; its warning is silenced here,
+    for this one call, rather than for the whole process at import."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=BetaWarning, message=".*data_version.*")
+        return Output(value, data_version=data_version, metadata=metadata)
+
 
 TRANSCRIPT = AssetKey("transcript")
 
@@ -307,10 +313,10 @@ def build_source_document_asset(plan: RunPipeline) -> AssetsDefinition:
             raise _fail(exc, "source_document") from None
         except (OSError, MemoryError) as exc:
             raise _fail_unexpected(exc, "source_document") from None
-        return Output(
+        return versioned_output(
             document,
-            data_version=DataVersion(document.digest.split(":", 1)[-1][:24]),
-            metadata={
+            DataVersion(document.digest.split(":", 1)[-1][:24]),
+            {
                 "units": len(document.units),
                 "media_type": document.media_type,
                 "source_digest": document.digest,
@@ -440,10 +446,8 @@ def build_lane_asset(plan: RunPipeline, lane: ResolvedLane) -> AssetsDefinition:
             raise _fail(exc, f"lane {lane.id}") from None
         except (OSError, MemoryError) as exc:
             raise _fail_unexpected(exc, f"lane {lane.id}") from None
-        return Output(
-            result,
-            data_version=lane_data_version(result),
-            metadata=lane_metadata(result, spec.artifact_kind),
+        return versioned_output(
+            result, lane_data_version(result), lane_metadata(result, spec.artifact_kind)
         )
 
     return lane_asset

@@ -67,6 +67,7 @@ def test_run_shows_progress_and_a_summary_and_publishes(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "npcs: chunk 1/" in done.stderr and "npcs: normalized" in done.stderr
     assert "validation: approved" in done.stdout and "LLM calls:" in done.stdout
+    assert "Warning" not in done.stderr  # e.g. Dagster's BetaWarning for Output(data_version=)
     index = json.loads((tmp_path / "bundles" / "demo" / "index.json").read_text())
     assert index["session_id"] == "demo" and index["lanes"][0]["lane_id"] == "npcs"
 
