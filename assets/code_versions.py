@@ -1,6 +1,7 @@
 """Content-hash code versions: a lane asset's code version changes when its prompt, answer
-schema, artifact schema, module versions or lane configuration change, so Dagster marks it
-stale in every session partition (in the spirit of hooli's dbt_code_version)."""
+schema, artifact schema, module versions or lane configuration change, and `session_bundle`'s
+when the profile's output options or publish policy change, so Dagster marks it stale in every
+session partition (in the spirit of hooli's dbt_code_version)."""
 
 from __future__ import annotations
 
@@ -34,3 +35,19 @@ def lane_code_version(lane: ResolvedLane, spec: LaneSpec) -> str:
 
 def chunk_code_version(pipeline: ResolvedPipeline) -> str:
     return digest_of(_stage_material(pipeline.chunk)).split(":", 1)[1][:16]
+
+
+BUNDLE_BUILDER_VERSION = "1"
+"""Bump when the same lane results give a different bundle."""
+
+
+def bundle_code_version(pipeline: ResolvedPipeline) -> str:
+    """`session_bundle`'s code version: the builder's version, the output options (which lanes
+    the evidence context covers, its window, ...) and the publish policy. A profile edit to
+    either makes every published bundle stale, as a prompt edit makes its lane stale."""
+    material = {
+        "builder": BUNDLE_BUILDER_VERSION,
+        "output": {"module": pipeline.output_module, "options": pipeline.output_options},
+        "publish": pipeline.publish.model_dump(mode="json"),
+    }
+    return f"{BUNDLE_BUILDER_VERSION}-{digest_of(material).split(':', 1)[1][:12]}"

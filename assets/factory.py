@@ -39,7 +39,7 @@ from dagster import (
 
 from assets.automation import session_condition
 from assets.bundle_summary import bundle_metadata
-from assets.code_versions import chunk_code_version, lane_code_version
+from assets.code_versions import bundle_code_version, chunk_code_version, lane_code_version
 from assets.graph_style import INGEST_GROUP, LANES_GROUP, PUBLISH_GROUP, lane_description, owners
 from assets.metadata import lane_metadata
 from assets.partitions import sessions_partitions
@@ -467,7 +467,7 @@ def build_bundle_asset(
         "session_bundle",
         PUBLISH_GROUP,
         ins=ins,
-        code_version="1",
+        code_version=bundle_code_version(pipeline),
         description="Writes manifest, index, warnings, rejections, chunk map and lane files, "
         "and publishes the bundle atomically. Depends on: source_document, chunk_map, every "
         "lane" + (", evidence_context." if with_evidence else ".") + " Its metadata links the "

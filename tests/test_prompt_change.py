@@ -74,9 +74,9 @@ def edited_npc_prompt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     lane_doubles.use_prompt(monkeypatch, NPCS.kind, prompt)
 
 
-def code_versions(tmp_path: Path) -> dict[str, str | None]:
+def code_versions(tmp_path: Path, profile: Path = COMPLETE) -> dict[str, str | None]:
     defs = build_run_definitions(
-        profile=COMPLETE, data_root=tmp_path / "data", llm_profile="test-double"
+        profile=profile, data_root=tmp_path / "data", llm_profile="test-double"
     )
     graph = defs.resolve_asset_graph()
     return {k.to_user_string(): graph.get(k).code_version for k in graph.materializable_asset_keys}
@@ -91,6 +91,29 @@ def test_prompt_edit_changes_only_that_lanes_code_version(
     lane_doubles.use_prompt(monkeypatch, NPCS.kind, prompt)
     after = code_versions(tmp_path)
     assert {k for k in before if before[k] != after[k]} == {"npcs"}
+
+
+def test_an_output_or_publish_edit_changes_only_the_bundles_code_version(
+    tmp_path: Path,
+) -> None:
+    """Turning on the evidence context (or changing the publish policy) in the profile makes
+    every published bundle stale, as a prompt edit makes its lane stale; the lanes are not."""
+    import yaml
+
+    before = code_versions(tmp_path)
+    data = yaml.safe_load(COMPLETE.read_text())
+    data["pipeline"]["output"] = {
+        "module": "json",
+        "options": {"evidence_context": {"enabled": True, "window_units": 1, "lanes": ["npcs"]}},
+    }
+    evidence = tmp_path / "evidence.yaml"
+    evidence.write_text(yaml.safe_dump(data))
+    after = code_versions(tmp_path, evidence)
+    changed = {k for k in before if before[k] != after.get(k)}
+    assert changed == {"session_bundle"}
+    data["pipeline"]["output"]["options"]["evidence_context"]["window_units"] = 2
+    evidence.write_text(yaml.safe_dump(data))
+    assert code_versions(tmp_path, evidence)["session_bundle"] != after["session_bundle"]
 
 
 def test_stale_backfill_calls_the_model_only_for_the_edited_lane(
