@@ -178,12 +178,13 @@ def test_the_report_and_the_codex_are_readable_on_a_phone(
     sample: SampleBundle, browser: Browser, tmp_path: Path
 ) -> None:
     from notarius_dagster.campaign.store import load_roster, publish_codex
+    from notarius_dagster.modules import registry
     from tests.campaign_sessions import ROSTER, SLICES, publish_session, session_lanes
 
     bundles = tmp_path / "bundles"
     for session in SLICES:
         publish_session(bundles, session, session_lanes(session))
-    codex = publish_codex(bundles, load_roster(ROSTER))
+    codex = publish_codex(bundles, load_roster(ROSTER), registry())
     codex_page = bundles / ".campaigns" / codex.codex.campaign / "codex.html"
     context = browser.new_context(viewport={"width": 375, "height": 812}, is_mobile=True)
     try:
