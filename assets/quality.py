@@ -33,18 +33,12 @@ from dagster import (
 from assets.partitions import sessions_partitions
 from notarius_dagster.engine.errors import NotariusError
 from notarius_dagster.engine.evaluation import EvaluationReport, MatchFields, evaluate
-from notarius_dagster.store import StorePaths
+from notarius_dagster.store import GOLD_FOLDER, gold_file
 from resources.bundle_store import BundleStore
 
 BUNDLE_ASSET = AssetKey("session_bundle")
 CHECK_NAME = "quality_vs_gold"
-GOLD_FOLDER = "gold"
 NO_GOLD = "no gold for this session"
-
-
-def gold_path(store_root: Path, session_id: str) -> Path:
-    """Where the store keeps a session's gold file (`StorePaths.gold`)."""
-    return StorePaths(root=store_root, bundles=store_root, inbox=store_root).gold(session_id)
 
 
 def quality_metadata(report: EvaluationReport) -> dict[str, Any]:
@@ -76,7 +70,7 @@ def quality_result(
     store_root: Path, bundles: Path, session_id: str, match_fields: Mapping[str, MatchFields]
 ) -> AssetCheckResult:
     """The check's result for one session (separate from Dagster so tests can call it)."""
-    gold = gold_path(store_root, session_id)
+    gold = gold_file(store_root, session_id)
     if not gold.is_file():
         return AssetCheckResult(
             asset_key=BUNDLE_ASSET,

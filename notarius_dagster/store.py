@@ -34,6 +34,15 @@ def session_values_folder(asset_values: Path, session_id: str) -> Path:
     return asset_values / session_id
 
 
+GOLD_FOLDER = "gold"
+
+
+def gold_file(store_root: Path, session_id: str) -> Path:
+    """Where a store keeps a session's gold file (`<root>/gold/<session-id>.json`): the quality
+    check and `notarius eval SESSION` read it."""
+    return store_root / GOLD_FOLDER / f"{session_id}.json"
+
+
 @dataclass(frozen=True)
 class StorePaths:
     """The store's folders. `root` holds transcripts/, assets/, checkpoints/ and, unless
@@ -59,9 +68,8 @@ class StorePaths:
         return self.root / "checkpoints"
 
     def gold(self, session_id: str) -> Path:
-        """A session's gold file, when the store holds one (`<root>/gold/<session-id>.json`):
-        the quality check and `notarius eval SESSION` read it."""
-        return self.root / "gold" / f"{session_id}.json"
+        """A session's gold file, when the store holds one (`gold_file`)."""
+        return gold_file(self.root, session_id)
 
     def session_values(self, session_id: str) -> Path:
         return session_values_folder(self.asset_values, session_id)
