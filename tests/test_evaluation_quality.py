@@ -13,12 +13,13 @@ from typing import Any
 from dagster import AssetCheckSeverity, DagsterInstance
 from dagster._core.events import DagsterEventType
 
-from assets.quality import CHECK_NAME, NO_GOLD, gold_path, quality_metadata
+from assets.quality import CHECK_NAME, NO_GOLD, quality_metadata
 from notarius_dagster.engine.evaluation import evaluate
 from notarius_dagster.engine.transcripts import register_transcript
 from notarius_dagster.llm.test_double import scripted_llm
 from notarius_dagster.modules import registry
 from notarius_dagster.run.runner import run_session
+from notarius_dagster.store import gold_file
 from tests.conftest import DATA, REPO
 from tests.lane_doubles import complete_responder
 
@@ -61,7 +62,7 @@ def run(tmp_path: Path, instance: DagsterInstance, session: str) -> Any:
 def test_with_gold_the_check_records_the_scores_per_lane(
     tmp_path: Path, instance: DagsterInstance
 ) -> None:
-    target = gold_path(tmp_path / "data", "graded")
+    target = gold_file(tmp_path / "data", "graded")
     target.parent.mkdir(parents=True)
     shutil.copyfile(GOLD, target)
     check = run(tmp_path, instance, "graded")
@@ -94,7 +95,7 @@ def test_without_gold_the_check_passes_and_says_so(
 def test_an_unusable_gold_warns_without_failing_the_run(
     tmp_path: Path, instance: DagsterInstance
 ) -> None:
-    target = gold_path(tmp_path / "data", "mismatched")
+    target = gold_file(tmp_path / "data", "mismatched")
     target.parent.mkdir(parents=True)
     shutil.copyfile(DATA / "gold" / "fireball-sea-hag.json", target)  # another transcript
     check = run(tmp_path, instance, "mismatched")
