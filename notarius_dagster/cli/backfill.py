@@ -14,9 +14,12 @@ import contextlib
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from notarius_dagster.cli.common import EXIT_FAILED, EXIT_OK, ensure_dagster_home
+
+if TYPE_CHECKING:
+    from notarius_dagster.engine.bundle_documents import Manifest
 
 STALE_RERUN_TAG = "notarius/stale-rerun"
 
@@ -68,14 +71,28 @@ class CallEstimate:
         )
 
     def words(self) -> str:
-        cost = "unpriced" if self.cost_usd is None else f"${self.cost_usd:.4f}"
-        text = (
-            f"at most {self.calls} model call(s), about {self.prompt_tokens:,} prompt + "
-            f"{self.completion_tokens:,} completion tokens, {cost}"
+        text = f"at most {self.calls} model call(s), about " + _tokens_and_cost(
+            self.prompt_tokens, self.completion_tokens, self.cost_usd
         )
         if self.unknown_lanes:
             text += f" (no earlier call to estimate {', '.join(self.unknown_lanes)} from)"
         return text
+
+
+def _tokens_and_cost(prompt: int, completion: int, cost_usd: float | None) -> str:
+    cost = "unpriced" if cost_usd is None else f"${cost_usd:.4f}"
+    return f"{prompt:,} prompt + {completion:,} completion tokens, {cost}"
+
+
+def _published_manifest(bundles: Path, session: str) -> Manifest | None:
+    """The session's published `manifest.json`, or None when there is none to read."""
+    from notarius_dagster.engine.bundle_documents import read_manifest
+    from notarius_dagster.engine.errors import NotariusError
+
+    try:
+        return read_manifest(bundles / session)
+    except (NotariusError, OSError, ValueError):
+        return None
 
 
 def rerun_estimate(bundles: Path, session: str, asset_names: set[str]) -> CallEstimate:
@@ -83,16 +100,14 @@ def rerun_estimate(bundles: Path, session: str, asset_names: set[str]) -> CallEs
     among them calls the model (a changed lane does; a lane downstream of it calls only for the
     chunks whose inputs changed, often none), at its last run's tokens and cost per call
     (`manifest.json`). A session never published has nothing to estimate from."""
-    from notarius_dagster.engine.bundle_documents import read_manifest
-    from notarius_dagster.engine.errors import NotariusError
+    from assets.factory import asset_name
 
-    try:
-        manifest = read_manifest(bundles / session)
-    except (NotariusError, OSError, ValueError):
+    manifest = _published_manifest(bundles, session)
+    if manifest is None:
         return CallEstimate(unknown_lanes=(session,))
     total = CallEstimate()
     for lane in manifest.artifact_lanes:
-        if lane.lane_id.replace("-", "_") not in asset_names:
+        if asset_name(lane.lane_id) not in asset_names:
             continue
         usage, chunks = lane.llm, lane.chunks.total
         if not usage.calls:
@@ -110,17 +125,12 @@ def rerun_estimate(bundles: Path, session: str, asset_names: set[str]) -> CallEs
 
 def _spent(bundles: Path, session: str) -> str:
     """What the run just published says it spent (`manifest.json` totals)."""
-    from notarius_dagster.engine.bundle_documents import read_manifest
-    from notarius_dagster.engine.errors import NotariusError
-
-    try:
-        totals = read_manifest(bundles / session).totals
-    except (NotariusError, OSError, ValueError):
+    manifest = _published_manifest(bundles, session)
+    if manifest is None:
         return "no manifest to read its calls from"
-    cost = "unpriced" if totals.cost_usd is None else f"${totals.cost_usd:.4f}"
-    return (
-        f"{totals.llm_calls} model call(s), {totals.prompt_tokens:,} prompt + "
-        f"{totals.completion_tokens:,} completion tokens, {cost}"
+    totals = manifest.totals
+    return f"{totals.llm_calls} model call(s), " + _tokens_and_cost(
+        totals.prompt_tokens, totals.completion_tokens, totals.cost_usd
     )
 
 
