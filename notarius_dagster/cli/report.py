@@ -20,9 +20,9 @@ from notarius_dagster.cli.common import (
     CommandError,
     add_command,
     add_store_options,
-    bundles_root,
 )
 from notarius_dagster.settings import store_paths
+from notarius_dagster.store import StorePaths
 
 
 def _bundle_run_id(bundles: Path, session_id: str) -> str | None:
@@ -34,15 +34,15 @@ def _bundle_run_id(bundles: Path, session_id: str) -> str | None:
     return run_id if isinstance(run_id, str) else None
 
 
-def _known_session(args: argparse.Namespace, bundles: Path, session_id: str) -> bool:
+def _known_session(store: StorePaths, session_id: str) -> bool:
     """A session this store knows: it has a published bundle or a registered transcript."""
     from notarius_dagster.engine.errors import InputError
     from notarius_dagster.engine.transcripts import stored_transcript
 
-    if (bundles / session_id).is_dir():
+    if (store.bundles / session_id).is_dir():
         return True
     try:
-        stored_transcript(store_paths(data=args.data, bundles=args.bundles).transcripts, session_id)
+        stored_transcript(store.transcripts, session_id)
     except InputError:
         return False
     return True
@@ -55,18 +55,19 @@ def cmd_report(args: argparse.Namespace) -> int:
     from notarius_dagster.engine.errors import SessionIdError
     from notarius_dagster.report import report_path, report_run_id
 
-    bundles = bundles_root(args)
+    store = store_paths(data=args.data, bundles=args.bundles)
+    bundles = store.bundles
     try:
         path = report_path(bundles, args.session_id)
     except SessionIdError as exc:
         raise CommandError(exc, EXIT_USAGE) from None
     session_id = args.session_id
-    if not path.is_file() and not _known_session(args, bundles, session_id):
-        raise CommandError(
-            f"no session {session_id!r} in this store (no bundle under {bundles}, no registered "
-            "transcript); `notarius sessions list` lists the sessions"
-        )
     if not path.is_file():
+        if not _known_session(store, session_id):
+            raise CommandError(
+                f"no session {session_id!r} in this store (no bundle under {bundles}, no "
+                "registered transcript); `notarius sessions list` lists the sessions"
+            )
         raise CommandError(
             f"session {session_id!r} has no report yet. Build it by materializing "
             f"`session_report` for partition {session_id!r} in the Dagster UI (it runs with "
