@@ -25,6 +25,7 @@ from notarius_dagster.engine.bundle_documents import Manifest
 from notarius_dagster.engine.lane_runner import LaneResult
 from notarius_dagster.engine.llm_contract import LLMUsage
 from notarius_dagster.engine.models import RunWarning
+from notarius_dagster.engine.outcome import manifest_outcome
 from notarius_dagster.settings import load_settings
 
 WARNING_MESSAGE_CHARS = 160
@@ -57,9 +58,10 @@ def summary_markdown(
     """The Markdown summary of a published bundle (see the module docstring for what it may
     hold)."""
     lines = [
-        f"**Session** `{manifest.session_id}`: {manifest.validation_status}, "
+        f"**Session** `{manifest.session_id}`: {manifest_outcome(manifest).words}; "
         f"{len(manifest.outputs)} lane file(s), {len(manifest.rejected)} rejection(s), "
-        f"{manifest.warnings} warning(s).",
+        f"{manifest.warnings} warning(s) (manifest `validation_status`: "
+        f"{manifest.validation_status}).",
         "",
         "| lane | status | records | chunks | called model | reused | rejections | warnings |",
         "|---|---|---|---|---|---|---|---|",
@@ -136,6 +138,7 @@ def bundle_metadata(
         "session_id": manifest.session_id,
         "path": MetadataValue.path(str(path)),
         "files": files,
+        "outcome": manifest_outcome(manifest).words,
         "validation_status": manifest.validation_status,
         "lanes": len(manifest.outputs),
         "rejections": len(manifest.rejected),

@@ -22,7 +22,8 @@ from assets.jobs import SESSION_JOB_NAME
 from notarius_dagster.engine.bundle_documents import Manifest
 from notarius_dagster.engine.lane_runner import LaneResult
 from notarius_dagster.engine.llm_contract import LLMUsage
-from notarius_dagster.engine.models import RunWarning
+from notarius_dagster.engine.models import Rejection, RunWarning
+from notarius_dagster.engine.outcome import manifest_outcome
 from notarius_dagster.llm.test_double import scripted_llm
 from notarius_dagster.settings import BUNDLE_BASE_URL_ENV
 from tests.doubles import lane_responder
@@ -59,6 +60,7 @@ def test_the_bundle_metadata_links_the_bundle_and_the_report_and_counts_this_run
     # is shown as "unpriced" (test_a_lane_with_an_unpriced_call_makes_the_cost_unpriced).
     assert meta["cost_usd"].value == meta["bundle_cost_usd"].value == 0.0
     assert meta["lanes_run"].value == ["npcs"]
+    assert meta["outcome"].value.startswith("all 1 lane(s) accepted")
     summary = meta["summary"].value
     assert "| npcs | accepted |" in summary and "**Rejections by validator**" in summary
     assert "| this run | 1 | " + str(calls) in summary and "| 0.000000 |" in summary
@@ -129,3 +131,34 @@ def test_a_lane_with_an_unpriced_call_makes_the_cost_unpriced() -> None:
     assert usage_of([priced, unpriced]).priced_cost_usd is None
     assert usage_of([]).priced_cost_usd == 0.0
     assert UNPRICED == "unpriced"
+
+
+def test_a_session_whose_lanes_were_all_accepted_is_not_shown_as_rejected(
+    tmp_path: Path, instance: DagsterInstance
+) -> None:
+    """The manifest's `validation_status` is `rejected` as soon as one chunk is (a contract
+    value, docs/bundle.md); the UI's summary and metadata lead with what happened instead."""
+    with scripted_llm(lane_responder):
+        bundle = materialize(tmp_path, instance)
+    published = Manifest.model_validate_json((bundle / "manifest.json").read_text())
+    assert [lane.status for lane in published.artifact_lanes] == ["accepted"]
+    rejection = Rejection(
+        stage="validate",
+        lane="npcs",
+        module="dnd.npcs.validate",
+        chunk_id="chunk-0002",
+        validator="support",
+        message="1 record(s) cite no unit that mentions them",
+        attempts=1,
+    )
+    manifest = published.model_copy(
+        update={"validation_status": "rejected", "rejected": (rejection,)}
+    )
+    usage = LLMUsage()
+    headline = summary_markdown(manifest, [], usage, usage, []).splitlines()[0]
+    assert "all 1 lane(s) accepted, 1 chunk rejection(s)" in headline
+    assert headline.index("accepted") < headline.index("validation_status")
+    assert manifest_outcome(manifest).level == "warn"
+    assert manifest_outcome(published.model_copy(update={"rejected": ()})).words == (
+        "all 1 lane(s) accepted"
+    )

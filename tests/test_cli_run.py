@@ -66,7 +66,7 @@ def test_run_shows_progress_and_a_summary_and_publishes(tmp_path: Path) -> None:
     done = notarius(tmp_path, *run_args(tmp_path, SAMPLE, "--session-id", "demo"))
     assert done.returncode == 0, done.stderr
     assert "npcs: chunk 1/" in done.stderr and "npcs: normalized" in done.stderr
-    assert "validation: approved" in done.stdout and "LLM calls:" in done.stdout
+    assert "all 1 lane(s) accepted · rejections: 0" in done.stdout and "LLM calls:" in done.stdout
     assert "Warning" not in done.stderr  # e.g. Dagster's BetaWarning for Output(data_version=)
     index = json.loads((tmp_path / "bundles" / "demo" / "index.json").read_text())
     assert index["session_id"] == "demo" and index["lanes"][0]["lane_id"] == "npcs"
@@ -178,7 +178,7 @@ def test_several_transcripts_run_in_one_process_and_an_unchanged_rerun_is_up_to_
     assert done.returncode == 0, done.stderr
     assert "session crd3-c2e001-slice: materializing" in done.stderr
     assert "session second-slice: materializing" in done.stderr
-    assert done.stdout.count("validation: approved") == 2
+    assert done.stdout.count("all 1 lane(s) accepted · rejections: 0") == 2
     again = notarius(tmp_path, *args)
     assert again.returncode == 0, again.stderr
     assert again.stderr.count("up to date (nothing changed; no run)") == 2
@@ -197,7 +197,7 @@ def test_several_sessions_at_once_one_failing_leaves_the_others_published(
     done = notarius(tmp_path, *args)
     assert done.returncode == 1
     assert "Broken.jsonl line 1" in done.stderr and "Traceback" not in done.stderr
-    assert done.stdout.count("validation: approved") == 2
+    assert done.stdout.count("all 1 lane(s) accepted · rejections: 0") == 2
     for session in ("crd3-c2e001-slice", "second-slice"):
         assert (tmp_path / "bundles" / session / "index.json").is_file()
     assert not (tmp_path / "bundles" / "broken").exists()

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from notarius_dagster.engine.bundle_documents import Manifest
 
 Level = Literal["ok", "warn", "bad"]
 
@@ -36,3 +39,11 @@ def session_outcome(lane_statuses: Sequence[str], rejections: int) -> Outcome:
     if rejections:
         return Outcome(f"all {total} lane(s) accepted, {rejections} chunk rejection(s)", "warn")
     return Outcome(f"all {total} lane(s) accepted", "ok")
+
+
+def manifest_outcome(manifest: Manifest) -> Outcome:
+    """The outcome of a published session, read from its manifest (one entry per configured
+    lane in `artifact_lanes`, the rejections as in rejected.json)."""
+    return session_outcome(
+        [lane.status for lane in manifest.artifact_lanes], len(manifest.rejected)
+    )

@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from notarius_dagster.engine.bundle_documents import Manifest, read_manifest
+from notarius_dagster.engine.outcome import manifest_outcome
 
 COLUMNS = (
     "lane",
@@ -61,11 +62,11 @@ def _cost(cost_usd: float | None, unpriced_calls: int) -> str:
 
 
 def totals_line(manifest: Manifest, wall: float) -> str:
-    """Validation, rejections, warnings, calls, tokens, cost, and the wall time `wall` (in
-    seconds, as the command measured it)."""
+    """The outcome as a person reads it (`engine/outcome.py`), rejections, warnings, calls,
+    tokens, cost, and the wall time `wall` (in seconds, as the command measured it)."""
     t = manifest.totals
     return (
-        f"validation: {manifest.validation_status} · rejections: {len(manifest.rejected)} · "
+        f"{manifest_outcome(manifest).words} · rejections: {len(manifest.rejected)} · "
         f"warnings: {manifest.warnings} · LLM calls: {t.llm_calls} · tokens: "
         f"{t.prompt_tokens}+{t.completion_tokens} · cost: {_cost(t.cost_usd, t.unpriced_calls)} · "
         f"wall time: {wall:.1f}s"
