@@ -26,6 +26,7 @@ from assets.automation import session_condition
 from assets.graph_style import PUBLISH_GROUP, owners
 from assets.partitions import sessions_partitions
 from assets.run_tags import ensure_run_tags
+from notarius_dagster.dnd.roster import Roster
 from notarius_dagster.engine.registry import LaneRegistry
 from notarius_dagster.engine.resolution import ResolvedPipeline
 from notarius_dagster.report import (
@@ -36,6 +37,7 @@ from notarius_dagster.report import (
     write_report,
 )
 from notarius_dagster.report.render import CampaignLink, render_page
+from notarius_dagster.report.speakers import Speakers
 from notarius_dagster.settings import load_settings
 from resources.bundle_store import BundleStore
 
@@ -43,18 +45,22 @@ REPORT_ASSET = "session_report"
 BUNDLE_ASSET = AssetKey("session_bundle")
 
 
-def campaign_link(roster_file: Path | None, session_id: str) -> CampaignLink | None:
-    """The campaign page link of a session its roster lists (None: no roster, not listed, or
-    a roster that does not load: the lanes report that one)."""
+def bound_roster(roster_file: Path | None) -> Roster | None:
+    """The profile's roster, or None: no roster, or one that does not load (the lanes that
+    bind it report that, with its reason; the report then shows labels as they are)."""
     from notarius_dagster.campaign.store import CodexError, load_roster
 
     if roster_file is None:
         return None
     try:
-        roster = load_roster(roster_file)
+        return load_roster(roster_file)
     except CodexError:
         return None
-    if not any(s.id == session_id for s in roster.sessions):
+
+
+def campaign_link(roster: Roster | None, session_id: str) -> CampaignLink | None:
+    """The campaign page link of a session its roster lists (None: no roster or not listed)."""
+    if roster is None or not any(s.id == session_id for s in roster.sessions):
         return None
     return CampaignLink(campaign=roster.campaign, title=roster.title)
 
@@ -70,7 +76,8 @@ def build_report_asset(
     `<base_url>/<session>.html`); None reads NOTARIUS_REPORT_BASE_URL when the asset runs, and
     no URL is recorded when that is unset too. With `pipeline`, a run that starts here gets
     the session's run tags (assets/run_tags.py). `roster_file` is the profile's campaign roster:
-    a session it lists gets a link to the campaign page. `registry` gives the report the
+    a session it lists gets a link to the campaign page, and speaker labels are shown as the
+    characters they denote (`report/speakers.py`). `registry` gives the report the
     `LaneSpec` of a lane it has no section of its own for (shown as the table it declares)."""
 
     @asset(
@@ -93,7 +100,10 @@ def build_report_asset(
         session_id = context.partition_key
         try:
             inputs = load_bundle(store.bundles / session_id, registry)
-            rendered = render_page(inputs, campaign_link(roster_file, session_id))
+            roster = bound_roster(roster_file)
+            rendered = render_page(
+                inputs, campaign_link(roster, session_id), Speakers.of(roster, session_id)
+            )
             path = write_report(store.bundles, session_id, rendered.html)
         except ReportError as exc:
             raise Failure(description=f"{REPORT_ASSET}: {exc}") from None

@@ -14,6 +14,7 @@ import re
 import shutil
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from html import unescape
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,8 @@ from typing import Any
 import pytest
 from dagster import AssetKey, DagsterInstance
 
+from assets.report import campaign_link
+from notarius_dagster.campaign.store import load_roster
 from notarius_dagster.cli.main import main
 from notarius_dagster.report import (
     REPORTS_DIR,
@@ -33,6 +36,8 @@ from notarius_dagster.report import (
     write_report,
 )
 from notarius_dagster.report.markup import text as escaped
+from notarius_dagster.report.render import render_page
+from notarius_dagster.report.speakers import Speakers
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "samples" / "crd3-c2e001-slice.jsonl"
@@ -727,8 +732,8 @@ class SampleBundle:
 def build_sample_bundle(root: Path) -> SampleBundle:
     """Run the asset job on the sample with the complete profile and the sample's party roster
     (so speaker labels name characters and the support check accepts the lines they speak),
-    the evidence context on for every lane and the lane test double; the job's
-    `session_report` writes the report."""
+    as `configs/dnd-complete-sample.yaml` ships it (its evidence context on), and the lane test
+    double; the job's `session_report` writes the report."""
     import yaml
 
     from notarius_dagster.engine.transcripts import register_transcript
@@ -739,11 +744,8 @@ def build_sample_bundle(root: Path) -> SampleBundle:
     data = yaml.safe_load((REPO / "configs" / "dnd-complete-sample.yaml").read_text())
     roster = REPO / "configs" / "rosters" / "sample.yaml"
     data["pipeline"]["references"]["roster"] = {"path": str(roster)}  # absolute: profile in tmp
-    lanes = sorted(lane["id"] for lane in data["pipeline"]["lanes"])
-    data["pipeline"]["output"] = {
-        "module": "json",
-        "options": {"evidence_context": {"enabled": True, "window_units": 1, "lanes": lanes}},
-    }
+    # The evidence context as the profile ships it: the report shows the cited lines' text.
+    assert data["pipeline"]["output"]["options"]["evidence_context"]["enabled"] is True
     profile = root / "complete-evidence.yaml"
     profile.write_text(yaml.safe_dump(data))
     register_transcript(root / "data" / "transcripts", SESSION, SAMPLE)
@@ -779,7 +781,11 @@ def test_the_asset_writes_the_report_of_the_published_bundle_beside_it(
     sample: SampleBundle,
 ) -> None:
     assert sample.report.is_file()
-    assert sample.report.read_bytes() == render_report(load_bundle(sample.bundle)).encode()
+    roster = load_roster(REPO / "configs" / "rosters" / "sample.yaml")
+    expected = render_page(
+        load_bundle(sample.bundle), campaign_link(roster, SESSION), Speakers.of(roster, SESSION)
+    )
+    assert sample.report.read_bytes() == expected.html.encode()
     index = json.loads((sample.bundle / "index.json").read_text())
     assert report_run_id(sample.report) == index["run_id"]
     # Not inside the bundle: the version folder holds exactly what its index lists.
@@ -809,6 +815,31 @@ def test_the_real_report_shows_every_record_and_every_citation_resolves(
     texts = [u["text"] for c in evidence["contexts"] for u in c["units"]]
     assert all(escaped(t) in html for t in texts)
     assert "<script" not in html.lower() and "src=" not in html
+
+
+def test_the_real_report_shows_speaker_labels_as_the_rosters_characters(
+    sample: SampleBundle,
+) -> None:
+    """With the sample's roster bound, a cited line of LAURA's reads as Jester's (the label
+    kept beside it) and MATT's as the DM's; every label the roster maps is shown so."""
+    html = sample.report.read_text()
+    spans = re.findall(
+        r'<span class="speaker">((?:[^<]|<span class="label">[^<]*</span>)*)</span>', html
+    )
+    shown = {unescape(re.sub(r"<[^>]+>", "", span)) for span in spans}
+    evidence = json.loads((sample.bundle / "evidence-context.json").read_text())
+    labels = {u["metadata"]["speaker"] for c in evidence["contexts"] for u in c["units"]}
+    assert {"LAURA", "MATT"} <= labels  # the sample's cited lines include both
+    roster = load_roster(REPO / "configs" / "rosters" / "sample.yaml")
+    characters = {label: m.character for m in roster.party for label in m.labels()}
+    for label in labels:
+        if label in characters:
+            assert f"{characters[label]} {label}" in shown
+        elif label in roster.dm:
+            assert f"{label} DM" in shown
+        else:
+            assert label in shown
+    assert "Jester LAURA" in shown and "MATT DM" in shown
 
 
 def test_notarius_report_prints_the_path_and_opens_it(

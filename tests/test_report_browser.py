@@ -4,7 +4,8 @@ record's citation link scrolls its transcript line into view and highlights it, 
 fetched, nothing logs an error, and hostile transcript text stays text.
 
 Screenshots are kept as test artifacts in $NOTARIUS_TEST_ARTIFACTS (default
-var/test-artifacts/); docs/img/session-report.png is a copy of `session-report-top.png`."""
+var/test-artifacts/); the pictures in docs/report.md are copies of `session-report-top.png`,
+`session-report-citation.png` (1,200 px wide) and `session-report-375px.png`."""
 
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ class Watched:
     """A page with everything it requested, logged as an error, or tried to pop up."""
 
     def __init__(self, browser: Browser) -> None:
-        self.context = browser.new_context(viewport={"width": 1280, "height": 900})
+        self.context = browser.new_context(viewport={"width": 1200, "height": 900})
         self.requests: list[str] = []
         self.errors: list[str] = []
         self.dialogs: list[str] = []
@@ -98,7 +99,13 @@ def test_a_citation_link_scrolls_to_its_transcript_line_and_highlights_it(
     turns = json.loads((sample.bundle / "lanes" / "combat-turns.json").read_text())
     assert turns["combat_turns"]
     expect(page.locator("#combat tr.record")).to_have_count(len(turns["combat_turns"]))
-    expect(page.locator("#transcript li.unit")).to_have_count(200)
+    # Every unit of the evidence context is listed with its text, besides any cited unit
+    # outside it (listed by id).
+    evidence = json.loads((sample.bundle / "evidence-context.json").read_text())
+    shown = {u["unit_id"] for c in evidence["contexts"] for u in c["units"]}
+    expect(page.locator("#transcript li.unit")).to_have_count(sample.metadata["units_listed"])
+    expect(page.locator("#transcript li.unit:has(.text)")).to_have_count(len(shown))
+    assert sample.metadata["units_with_text"] == len(shown) > 0
     page.screenshot(path=str(artifacts() / "session-report-top.png"))
 
     card = page.locator("article.npc", has=page.get_by_role("heading", name="Gustav"))

@@ -20,6 +20,7 @@ from notarius_dagster.report.inputs import (
     SpellList,
 )
 from notarius_dagster.report.markup import Anchors, text
+from notarius_dagster.report.speakers import Speakers
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,7 @@ class PageContext:
     scene_anchors: dict[str, str] = field(default_factory=dict)
     scenes: list[PlacedScene] = field(default_factory=list)
     grounded: dict[str, list[Citer]] = field(default_factory=dict)
+    speakers: Speakers = field(default_factory=Speakers)
 
     def anchor(self, lane: LaneOutput, position: int) -> str:
         return self.record_anchors[(lane.lane_id, position)]
@@ -74,11 +76,15 @@ def _ground(ctx: PageContext, npc_id: str | None, citer: Citer) -> None:
             named_by.append(citer)
 
 
-def build_context(inputs: ReportInputs) -> PageContext:
+def build_context(inputs: ReportInputs, speakers: Speakers | None = None) -> PageContext:
     evidence_units = (
         [u.unit_id for c in inputs.evidence.contexts for u in c.units] if (inputs.evidence) else []
     )
-    ctx = PageContext(inputs, CitationIndex(DocumentOrder(inputs.unit_order, evidence_units)))
+    ctx = PageContext(
+        inputs,
+        CitationIndex(DocumentOrder(inputs.unit_order, evidence_units)),
+        speakers=speakers or Speakers(),
+    )
     anchors = Anchors()
     for lane in inputs.outputs:
         for position, record_id in enumerate(_record_ids(lane)):

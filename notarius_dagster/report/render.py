@@ -17,9 +17,10 @@ from notarius_dagster.report.inputs import KNOWN_KINDS, ReportInputs
 from notarius_dagster.report.issues import render_issues
 from notarius_dagster.report.markup import text, token
 from notarius_dagster.report.sections import render_sections
+from notarius_dagster.report.speakers import Speakers
 from notarius_dagster.report.transcript import render_transcript
 
-RENDERER_VERSION = "1"
+RENDERER_VERSION = "2"
 """Bump when the page changes for the same bundle: it is the report asset's code version."""
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'"
@@ -72,6 +73,7 @@ th { background: #f6f8fa; }
 .transcript li { padding: 0.2rem 0.5rem; border-left: 4px solid transparent; }
 .unit .uid { font-family: ui-monospace, monospace; font-size: 0.85rem; margin-right: 0.5rem; }
 .unit .speaker { font-weight: 600; margin-right: 0.4rem; }
+.unit .speaker .label { font-weight: 400; font-size: 0.8em; color: #555; }
 .unit .clock { color: var(--muted); font-size: 0.85rem; margin-right: 0.4rem; }
 .unit .text { white-space: pre-wrap; }
 /* A phone (375 px): a table keeps its words whole and scrolls sideways inside itself; the page
@@ -182,10 +184,15 @@ def _other_lanes(inputs: ReportInputs) -> str:
     )
 
 
-def render_page(inputs: ReportInputs, campaign: CampaignLink | None = None) -> RenderedReport:
+def render_page(
+    inputs: ReportInputs,
+    campaign: CampaignLink | None = None,
+    speakers: Speakers | None = None,
+) -> RenderedReport:
     """The page; `campaign` adds the link to the session's campaign page (the only link that
-    leaves the page, to a sibling file of the store)."""
-    ctx: PageContext = build_context(inputs)
+    leaves the page, to a sibling file of the store); `speakers` shows speaker labels as the
+    roster's characters (`report/speakers.py`)."""
+    ctx: PageContext = build_context(inputs, speakers)
     sections = render_sections(ctx)  # registers the citations the transcript lists
     other = _other_lanes(inputs)
     if other:

@@ -70,7 +70,7 @@ def _unit(ctx: PageContext, unit_id: int, unit: EvidenceUnit | None) -> str:
         if clock:
             parts.append(f'<span class="clock">{text(clock)}</span>')
         if speaker is not None:
-            parts.append(f'<span class="speaker">{text(speaker)}</span>')
+            parts.append(f'<span class="speaker">{ctx.speakers.html(str(speaker))}</span>')
         parts.append(f'<span class="text">{text(unit.text)}</span>')
     else:
         missing = (
