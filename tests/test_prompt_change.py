@@ -100,8 +100,11 @@ def test_an_output_or_publish_edit_changes_only_the_bundles_code_version(
     every published bundle stale, as a prompt edit makes its lane stale; the lanes are not."""
     import yaml
 
-    before = code_versions(tmp_path)
     data = yaml.safe_load(COMPLETE.read_text())
+    data["pipeline"]["output"] = {"module": "json"}  # the complete profile without it
+    plain = tmp_path / "plain.yaml"
+    plain.write_text(yaml.safe_dump(data))
+    before = code_versions(tmp_path, plain)
     data["pipeline"]["output"] = {
         "module": "json",
         "options": {"evidence_context": {"enabled": True, "window_units": 1, "lanes": ["npcs"]}},
