@@ -33,7 +33,8 @@ test-fast: setup
 # `dg dev` reads the project from pyproject.toml ([tool.dg]); VIRTUAL_ENV tells it this venv is
 # the project's (it warns otherwise).
 ui: setup
-	VIRTUAL_ENV=$(CURDIR)/$(VENV) PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VENV)/bin/dg dev --host 127.0.0.1 --port 3000
+	# dg dev on 127.0.0.1:3000, the bundles and reports served read-only on 127.0.0.1:3001
+	VIRTUAL_ENV=$(CURDIR)/$(VENV) PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VENV)/bin/notarius ui
 
 lint: setup
 	VIRTUAL_ENV=$(CURDIR)/$(VENV) PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VENV)/bin/dg check defs

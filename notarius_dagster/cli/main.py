@@ -27,6 +27,7 @@ from notarius_dagster.cli.common import (
 )
 from notarius_dagster.cli.evaluate import add_eval_parser
 from notarius_dagster.cli.report import add_report_parser
+from notarius_dagster.cli.ui import add_ui_parser
 from notarius_dagster.settings import load_settings, store_paths
 
 SESSIONS_AT_ONCE = 4
@@ -643,6 +644,7 @@ COMMANDS = (
     add_sessions_commands,
     add_backfill_parser,
     add_report_parser,
+    add_ui_parser,
     add_campaign_parser,
     add_eval_parser,
 )
