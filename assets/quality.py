@@ -109,7 +109,9 @@ def quality_materialization_metadata(scoring: Scoring) -> dict[str, float]:
     usable gold (a session without gold has no quality to plot)."""
     if scoring.report is None:
         return {}
-    return {f"{MATERIALIZATION_PREFIX}{key}": value for key, value in _scores(scoring.report).items()}
+    return {
+        f"{MATERIALIZATION_PREFIX}{key}": value for key, value in _scores(scoring.report).items()
+    }
 
 
 def quality_check_result(scoring: Scoring) -> AssetCheckResult:
