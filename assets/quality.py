@@ -36,6 +36,7 @@ from dagster import (
 from assets.partitions import sessions_partitions
 from notarius_dagster.engine.errors import NotariusError
 from notarius_dagster.engine.evaluation import EvaluationReport, MatchFields, evaluate
+from notarius_dagster.engine.failure_causes import cause_of
 from notarius_dagster.store import GOLD_FOLDER, gold_file
 
 BUNDLE_ASSET = AssetKey("session_bundle")
@@ -61,7 +62,9 @@ class Scoring:
 def score_session(
     store_root: Path, bundles: Path, session_id: str, match_fields: Mapping[str, MatchFields]
 ) -> Scoring:
-    """Score the session's published bundle against its gold file, when there is one."""
+    """Score the session's published bundle against its gold file, when there is one. The
+    bundle is already published when this runs (in its step): a gold file that cannot be read
+    is a problem of the score, never a failure of the bundle's materialization."""
     gold = gold_file(store_root, session_id)
     if not gold.is_file():
         return Scoring()
@@ -69,6 +72,8 @@ def score_session(
         return Scoring(report=evaluate(bundles / session_id, gold, match_fields))
     except NotariusError as exc:
         return Scoring(problem=str(exc))
+    except OSError as exc:
+        return Scoring(problem=f"gold file {gold.name!r} cannot be scored: {cause_of(exc)}")
 
 
 def quality_metadata(report: EvaluationReport) -> dict[str, Any]:
