@@ -1,7 +1,6 @@
 """Asset checks on each lane and on the published bundle, per session partition.
 
-Per lane (one `@multi_asset_check` step, so the lane value and the source document are loaded
-once):
+Per lane:
   - `schema_valid`          the accepted payload validates against its artifact kind's schema
   - `source_refs_in_document` every source reference names this session and existing units
   - `rejection_rate`        rejected share at or under NOTARIUS_MAX_REJECTION_RATE (WARN); with
@@ -14,30 +13,33 @@ On `session_bundle`:
                             documents validate); every lane file is listed; no stray files
                             (`engine/bundle_check.py`, the check publication also runs)
 
+Each check is declared on the asset it checks (`check_specs` of `@asset`, assets/factory.py) and
+evaluated by that asset's own step, right after its value: no step of its own (a run of the
+complete profile had 8 check steps, each a process, of 18), and the lane value and source
+document the step already holds are checked as they are. So a check runs whenever its asset is
+materialized, and never alone: Dagster offers no "Execute" for a check that shares its asset's
+step (docs/operations.md, "Checks").
+
 The checks are partitioned by session (`partitions_def` on each `AssetCheckSpec`, a preview
 feature in Dagster 1.13): a run of partition `session-042` evaluates them for `session-042`, and
-the UI shows results per partition. Lane checks receive the partition's values through the IO
-manager, exactly as downstream assets do; the bundle check reads the published files, because
-the bundle asset's value is the folder itself. Check results carry counts and problem paths,
-never payload values or transcript text."""
+the UI shows results per partition. The bundle check reads the published files, because the
+bundle asset's value is the folder itself. Check results carry counts and problem paths, never
+payload values or transcript text."""
 
 import warnings
 from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from dagster import (
-    AssetCheckExecutionContext,
     AssetCheckResult,
-    AssetChecksDefinition,
     AssetCheckSeverity,
     AssetCheckSpec,
-    AssetIn,
     AssetKey,
     PreviewWarning,
-    multi_asset_check,
 )
 
-from assets.factory import asset_name
 from assets.partitions import sessions_partitions
 from notarius_dagster.engine.artifact_kinds import ArtifactKind
 from notarius_dagster.engine.bundle_check import check_published_bundle
@@ -46,11 +48,8 @@ from notarius_dagster.engine.errors import NotariusError
 from notarius_dagster.engine.lane_runner import LaneResult
 from notarius_dagster.engine.models import SourceDocument
 from notarius_dagster.engine.publish_policy import POLICY_KEY, below_policy
-from notarius_dagster.engine.registry import LaneRegistry
-from notarius_dagster.engine.resolution import ResolvedLane, ResolvedPipeline
 from notarius_dagster.engine.validators import ref_problems, schema_problems
 from notarius_dagster.settings import MAX_REJECTION_RATE_ENV, load_settings
-from resources.bundle_store import BundleStore
 
 DEFAULT_MAX_REJECTION_RATE = 0.5
 MAX_LISTED_PROBLEMS = 10
@@ -202,15 +201,15 @@ def policy_result(
     )
 
 
-def build_lane_checks(
-    lane: ResolvedLane,
+def lane_check_specs(
+    key: AssetKey,
+    kind_name: str,
     threshold: float,
-    kind: ArtifactKind,
     policy: PublishConfig | None = None,
-) -> AssetChecksDefinition:
-    """The lane's checks; with a blocking `policy` (`policy.blocking_checks`) the rejection
-    check is the publish policy and blocks downstream assets."""
-    key = AssetKey(asset_name(lane.id))
+) -> list[AssetCheckSpec]:
+    """The lane's checks, declared on the lane asset (`check_specs`) and evaluated by its own
+    step (`lane_check_results`); with a blocking `policy` (`policy.blocking_checks`) the
+    rejection check is the publish policy and blocks downstream assets."""
     blocking = policy is not None and policy.blocking_checks
     rate_description = (
         f"At least {policy.min_accepted_chunk_share:.0%} of the lane's chunk extractions are "
@@ -219,96 +218,86 @@ def build_lane_checks(
         else f"At most {threshold:.0%} of the lane's chunk extractions are rejected "
         f"({MAX_REJECTION_RATE_ENV}; WARN)."
     )
-    specs = [
-        AssetCheckSpec(
-            "schema_valid",
-            asset=key,
-            partitions_def=sessions_partitions,
-            description=f"The accepted payload validates as {lane.kind}.",
-        ),
-        AssetCheckSpec(
-            "source_refs_in_document",
-            asset=key,
-            partitions_def=sessions_partitions,
-            additional_deps=["source_document"],
-            description="Every source reference names this session and an ordered "
-            "range of units that exist in its source document.",
-        ),
-        AssetCheckSpec(
-            "rejection_rate",
-            asset=key,
-            partitions_def=sessions_partitions,
-            blocking=blocking,
-            description=rate_description,
-        ),
-    ]
-
-    @multi_asset_check(
-        name=f"{asset_name(lane.id)}_checks",
-        specs=specs,
-        ins={"lane_result": AssetIn(key), "source_document": AssetIn("source_document")},
-        description=f"Checks of the `{lane.id}` lane.",
-    )
-    def lane_checks(
-        context: AssetCheckExecutionContext,
-        lane_result: LaneResult,
-        source_document: SourceDocument,
-    ) -> Iterator[AssetCheckResult]:
-        yield schema_result(key, lane_result, kind)
-        yield refs_result(key, lane_result, source_document, kind)
-        if policy is not None and blocking:
-            yield policy_result(key, lane_result, policy)
-        else:
-            yield rejection_result(key, lane_result, threshold)
-
-    return lane_checks
-
-
-def build_bundle_check() -> AssetChecksDefinition:
-    spec = AssetCheckSpec(
-        "files_match_index",
-        asset=BUNDLE_ASSET,
-        partitions_def=sessions_partitions,
-        description="Every file index.json lists exists and parses (the "
-        "bundle's own documents validate against their "
-        "schemas), every lane file is listed, and no stray "
-        "file is published.",
-    )
-
-    @multi_asset_check(
-        name="session_bundle_checks", specs=[spec], description="Checks of the published bundle."
-    )
-    def bundle_checks(
-        context: AssetCheckExecutionContext, store: BundleStore
-    ) -> Iterator[AssetCheckResult]:
-        session_id = context.partition_key
-        check = check_published_bundle(store.bundles / session_id)
-        yield AssetCheckResult(
-            asset_key=BUNDLE_ASSET,
-            check_name="files_match_index",
-            passed=check.passed,
-            description=None
-            if check.passed
-            else f"{len(check.problems)} problem(s) in the published bundle of {session_id}",
-            metadata={
-                "listed_files": check.listed_files,
-                **_problems_metadata(list(check.problems)),
-            },
-        )
-
-    return bundle_checks
-
-
-def build_asset_checks(
-    pipeline: ResolvedPipeline, registry: LaneRegistry
-) -> list[AssetChecksDefinition]:
-    threshold = max_rejection_rate()
-    with warnings.catch_warnings():
-        # Partitioned checks are a preview feature in Dagster 1.13 (see the module docstring).
-        warnings.simplefilter("ignore", PreviewWarning)
-        checks = [
-            build_lane_checks(lane, threshold, registry.kind(lane.kind), pipeline.publish)
-            for lane in pipeline.lanes
+    with _partitioned_checks():
+        return [
+            AssetCheckSpec(
+                "schema_valid",
+                asset=key,
+                partitions_def=sessions_partitions,
+                description=f"The accepted payload validates as {kind_name}.",
+            ),
+            AssetCheckSpec(
+                "source_refs_in_document",
+                asset=key,
+                partitions_def=sessions_partitions,
+                additional_deps=["source_document"],
+                description="Every source reference names this session and an ordered "
+                "range of units that exist in its source document.",
+            ),
+            AssetCheckSpec(
+                "rejection_rate",
+                asset=key,
+                partitions_def=sessions_partitions,
+                blocking=blocking,
+                description=rate_description,
+            ),
         ]
-        checks.append(build_bundle_check())
-    return checks
+
+
+def lane_check_results(
+    key: AssetKey,
+    result: LaneResult,
+    document: SourceDocument,
+    kind: ArtifactKind,
+    threshold: float,
+    policy: PublishConfig | None = None,
+) -> list[AssetCheckResult]:
+    """The results of `lane_check_specs`, for the lane value the step has just produced."""
+    rate = (
+        policy_result(key, result, policy)
+        if policy is not None and policy.blocking_checks
+        else rejection_result(key, result, threshold)
+    )
+    return [schema_result(key, result, kind), refs_result(key, result, document, kind), rate]
+
+
+def bundle_check_specs() -> list[AssetCheckSpec]:
+    """The bundle's own check, declared on `session_bundle` and evaluated by its step."""
+    with _partitioned_checks():
+        return [
+            AssetCheckSpec(
+                "files_match_index",
+                asset=BUNDLE_ASSET,
+                partitions_def=sessions_partitions,
+                description="Every file index.json lists exists and parses (the "
+                "bundle's own documents validate against their "
+                "schemas), every lane file is listed, and no stray "
+                "file is published.",
+            )
+        ]
+
+
+def bundle_check_result(bundles: Path, session_id: str) -> AssetCheckResult:
+    """`files_match_index` on what is published for `session_id` under `bundles`."""
+    check = check_published_bundle(bundles / session_id)
+    return AssetCheckResult(
+        asset_key=BUNDLE_ASSET,
+        check_name="files_match_index",
+        passed=check.passed,
+        description=None
+        if check.passed
+        else f"{len(check.problems)} problem(s) in the published bundle of {session_id}",
+        metadata={
+            "listed_files": check.listed_files,
+            **_problems_metadata(list(check.problems)),
+        },
+    )
+
+
+@contextmanager
+def _partitioned_checks() -> Iterator[None]:
+    """Partitioned checks are a preview feature in Dagster 1.13 (see the module docstring):
+    its warning is silenced for the specs built here, not for the process."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PreviewWarning)
+        yield

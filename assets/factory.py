@@ -6,7 +6,8 @@ A lane that consumes another lane's artifact depends on that lane's asset, so th
 the reference and a failed producer stops its consumers. Every asset is partitioned by session
 and calls one engine function (`engine/session_steps.py` for the steps before the bundle); its
 body turns engine errors into a `Failure` (or a retry for a transient LLM error) and records
-metadata.
+metadata. The asset checks of a lane and of the bundle are declared on the asset
+(`check_specs`) and evaluated by its step after its value (assets/checks.py, assets/quality.py).
 
 Runtime references reach a run one way: as the `RuntimeReferences` run config of the assets
 that take it (`source_document`, `chunk_map` and every lane), which is what a run launched in
@@ -15,11 +16,12 @@ the UI gives and what `notarius run --reference/--unbind` passes (`runtime_refer
 import hashlib
 import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from dagster import (
+    AssetCheckResult,
     AssetExecutionContext,
     AssetIn,
     AssetKey,
@@ -39,10 +41,23 @@ from dagster import (
 
 from assets.automation import session_condition
 from assets.bundle_summary import bundle_metadata
+from assets.checks import (
+    bundle_check_result,
+    bundle_check_specs,
+    lane_check_results,
+    lane_check_specs,
+    max_rejection_rate,
+)
 from assets.code_versions import bundle_code_version, chunk_code_version, lane_code_version
 from assets.graph_style import INGEST_GROUP, LANES_GROUP, PUBLISH_GROUP, lane_description, owners
 from assets.metadata import lane_metadata
 from assets.partitions import sessions_partitions
+from assets.quality import (
+    quality_check_result,
+    quality_check_spec,
+    quality_materialization_metadata,
+    score_session,
+)
 from assets.run_tags import ensure_run_tags
 from assets.staleness import EXTERNAL_INPUTS_KEY, lanes_materialized_in_run
 from notarius_dagster.engine.checkpoints import CheckpointStore, RetryRejections
@@ -214,8 +229,6 @@ def lane_checkpoints(store: BundleStore, retry_rejected: bool) -> CheckpointStor
     return checkpoints
 
 
-LANE_STEP_PRIORITY = 1
-"""`dagster/priority` of lane steps; everything else keeps Dagster's default 0."""
 LANE_STEP_RETRIES = 2
 """Step retries of a lane after a transient provider error outlasted the client's retries."""
 
@@ -378,8 +391,14 @@ def lane_deadline(context: AssetExecutionContext, step_key: str, seconds: float)
     return LaneDeadline.starting_at(started, seconds)
 
 
-def build_lane_asset(plan: RunPipeline, lane: ResolvedLane) -> AssetsDefinition:
+def build_lane_asset(
+    plan: RunPipeline, lane: ResolvedLane, max_rejection: float
+) -> AssetsDefinition:
+    """The lane's asset; its step also evaluates the lane's checks (assets/checks.py) on the
+    value it has just produced, with `max_rejection` as the rejection threshold."""
     spec = plan.registry.lane(lane.id)
+    key = AssetKey(asset_name(lane.id))
+    policy = plan.pipeline.publish
     ins = {"source_document": AssetIn("source_document"), "chunk_map": AssetIn("chunk_map")}
     for dep in lane.depends_on:
         ins[asset_name(dep)] = AssetIn(asset_name(dep))
@@ -390,11 +409,9 @@ def build_lane_asset(plan: RunPipeline, lane: ResolvedLane) -> AssetsDefinition:
         ins=ins,
         code_version=lane_code_version(lane, spec),
         pool="llm",
-        # Ready lanes start before ready asset checks: a check step must not hold one of the
-        # run's step slots while a lane that waits on the model could be running.
-        op_tags={"dagster/priority": str(LANE_STEP_PRIORITY)},
         tags={"notarius/lane": lane.id},
         description=lane_description(lane, spec),
+        check_specs=lane_check_specs(key, lane.kind, max_rejection, policy),
     )
     def lane_asset(
         context: AssetExecutionContext,
@@ -402,7 +419,7 @@ def build_lane_asset(plan: RunPipeline, lane: ResolvedLane) -> AssetsDefinition:
         llm: LLMResource,
         store: BundleStore,
         **upstream: Any,
-    ) -> Output[LaneResult]:
+    ) -> Iterator[Output[LaneResult] | AssetCheckResult]:
         ensure_run_tags(context, plan.pipeline)
         deadline = lane_deadline(context, asset_name(lane.id), llm.profile.lane_deadline_s)
         try:
@@ -446,8 +463,18 @@ def build_lane_asset(plan: RunPipeline, lane: ResolvedLane) -> AssetsDefinition:
             raise _fail(exc, f"lane {lane.id}") from None
         except (OSError, MemoryError) as exc:
             raise _fail_unexpected(exc, f"lane {lane.id}") from None
-        return versioned_output(
+        yield versioned_output(
             result, lane_data_version(result), lane_metadata(result, spec.artifact_kind)
+        )
+        # After the value: a blocking check that fails stops the downstream assets, and the
+        # lane's value stays stored for a re-run (docs/operations.md, "Checks").
+        yield from lane_check_results(
+            key,
+            result,
+            upstream["source_document"],
+            spec.artifact_kind,
+            max_rejection,
+            policy,
         )
 
     return lane_asset
@@ -457,6 +484,7 @@ def build_bundle_asset(
     pipeline: ResolvedPipeline, registry: LaneRegistry, *, with_evidence: bool
 ) -> AssetsDefinition:
     kinds = registry.kinds()
+    match_fields = registry.match_fields()
     ins = {"source_document": AssetIn("source_document"), "chunk_map": AssetIn("chunk_map")}
     for lane in pipeline.lanes:
         ins[asset_name(lane.id)] = AssetIn(asset_name(lane.id))
@@ -471,11 +499,13 @@ def build_bundle_asset(
         description="Writes manifest, index, warnings, rejections, chunk map and lane files, "
         "and publishes the bundle atomically. Depends on: source_document, chunk_map, every "
         "lane" + (", evidence_context." if with_evidence else ".") + " Its metadata links the "
-        "bundle folder and the session report, with a summary and this run's LLM usage.",
+        "bundle folder and the session report, with a summary and this run's LLM usage; with "
+        "a gold file for the session, its quality scores (`quality.*`, plotted per session).",
+        check_specs=[*bundle_check_specs(), quality_check_spec()],
     )
     def session_bundle(
         context: AssetExecutionContext, store: BundleStore, **upstream: Any
-    ) -> MaterializeResult:
+    ) -> Iterator[MaterializeResult | AssetCheckResult]:
         ensure_run_tags(context, pipeline)
         try:
             published = publish_session_bundle(
@@ -504,17 +534,25 @@ def build_bundle_asset(
             [AssetKey(asset_name(lane.id)) for lane in pipeline.lanes],
         )
         served_at = load_settings().report_base_url
-        return MaterializeResult(
-            metadata=bundle_metadata(
-                manifest=published.manifest,
-                files=published.files,
-                path=published.path,
-                results=results,
-                ran_in_run={r.lane_id for r in results if AssetKey(asset_name(r.lane_id)) in ran},
-                report_path=report_path(store.bundles, session_id),
-                report_url=report_url(served_at, session_id) if served_at else None,
-            )
+        scoring = score_session(Path(store.root), store.bundles, session_id, match_fields)
+        yield MaterializeResult(
+            metadata={
+                **bundle_metadata(
+                    manifest=published.manifest,
+                    files=published.files,
+                    path=published.path,
+                    results=results,
+                    ran_in_run={
+                        r.lane_id for r in results if AssetKey(asset_name(r.lane_id)) in ran
+                    },
+                    report_path=report_path(store.bundles, session_id),
+                    report_url=report_url(served_at, session_id) if served_at else None,
+                ),
+                **quality_materialization_metadata(scoring),
+            }
         )
+        yield bundle_check_result(store.bundles, session_id)
+        yield quality_check_result(scoring)
 
     return session_bundle
 
@@ -549,7 +587,8 @@ def build_session_assets(
         build_source_document_asset(plan),
         build_chunk_map_asset(plan),
     ]
-    assets.extend(build_lane_asset(plan, lane) for lane in pipeline.lanes)
+    max_rejection = max_rejection_rate()
+    assets.extend(build_lane_asset(plan, lane, max_rejection) for lane in pipeline.lanes)
     assets.extend((extra or {}).values())
     assets.append(build_bundle_asset(pipeline, plan.registry, with_evidence=with_evidence))
     return assets

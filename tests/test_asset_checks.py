@@ -132,6 +132,34 @@ def test_a_session_run_evaluates_every_check_for_its_partition(
     assert found[("npcs", "rejection_rate")].severity == AssetCheckSeverity.WARN
 
 
+def test_checks_are_evaluated_in_the_step_of_their_asset(
+    tmp_path: Path, instance: DagsterInstance
+) -> None:
+    """No step of their own: each check's evaluation comes from the step that materialized
+    its asset, so a run has one step per asset (a step is a process under the multiprocess
+    executor: docs/operations.md, "Concurrency")."""
+    run_id = materialize(tmp_path, instance, "in-step", lane_responder)
+    records = instance.get_records_for_run(
+        run_id, of_type=DagsterEventType.ASSET_CHECK_EVALUATION
+    ).records
+    steps = {
+        (r.event_log_entry.dagster_event.event_specific_data.check_name, r.event_log_entry.step_key)
+        for r in records
+        if r.event_log_entry.dagster_event is not None
+    }
+    assert steps == {
+        ("schema_valid", "npcs"),
+        ("source_refs_in_document", "npcs"),
+        ("rejection_rate", "npcs"),
+        ("files_match_index", "session_bundle"),
+        ("quality_vs_gold", "session_bundle"),
+    }
+    starts = instance.get_records_for_run(run_id, of_type=DagsterEventType.STEP_START).records
+    assert sorted(r.event_log_entry.step_key or "" for r in starts) == sorted(
+        ["source_document", "chunk_map", "npcs", "session_bundle", "session_report"]
+    )
+
+
 def test_a_mostly_rejected_lane_warns_but_the_run_succeeds(
     tmp_path: Path, instance: DagsterInstance
 ) -> None:

@@ -1,7 +1,8 @@
 """The quality check on `session_bundle`, through real session runs on an ephemeral Dagster
 instance: with a gold file in the store it records the scores as numeric metadata for the
-partition; without one it passes saying "no gold"; a gold file it cannot use is a WARN
-failure that does not fail the run."""
+partition, and the bundle's materialization of that partition carries the same figures
+(`quality.*`: what Dagster plots per partition); without one it passes saying "no gold"; a gold
+file it cannot use is a WARN failure that does not fail the run."""
 
 from __future__ import annotations
 
@@ -10,10 +11,10 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from dagster import AssetCheckSeverity, DagsterInstance
+from dagster import AssetCheckSeverity, AssetKey, AssetRecordsFilter, DagsterInstance
 from dagster._core.events import DagsterEventType
 
-from assets.quality import CHECK_NAME, NO_GOLD, quality_metadata
+from assets.quality import CHECK_NAME, NO_GOLD, quality_check_spec, quality_metadata
 from notarius_dagster.engine.evaluation import evaluate
 from notarius_dagster.engine.transcripts import register_transcript
 from notarius_dagster.llm.test_double import scripted_llm
@@ -59,6 +60,22 @@ def run(tmp_path: Path, instance: DagsterInstance, session: str) -> Any:
     return quality[0]
 
 
+def bundle_metadata_of(instance: DagsterInstance, session: str) -> dict[str, Any]:
+    """The metadata of the latest `session_bundle` materialization of partition `session`."""
+    records = instance.fetch_materializations(
+        AssetRecordsFilter(asset_key=AssetKey("session_bundle"), asset_partitions=[session]),
+        limit=1,
+    ).records
+    assert len(records) == 1
+    materialization = records[0].asset_materialization
+    assert materialization is not None and materialization.partition == session
+    return {key: value.value for key, value in materialization.metadata.items()}
+
+
+def quality_figures(metadata: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in metadata.items() if key.startswith("quality.")}
+
+
 def test_with_gold_the_check_records_the_scores_per_lane(
     tmp_path: Path, instance: DagsterInstance
 ) -> None:
@@ -79,9 +96,58 @@ def test_with_gold_the_check_records_the_scores_per_lane(
     texts = [json.loads(line)["text"] for line in SAMPLE.read_text().splitlines()]
     assert not any(t in json.dumps(metadata) for t in texts if len(t) > 20)
 
+    # The bundle's materialization carries the same scores, prefixed.
+    scores = {
+        f"quality.{key}": value
+        for key, value in metadata.items()
+        if key.endswith((".f1", ".grounded_f1", ".citation_precision"))
+    }
+    assert len(scores) >= 3 * len(LANES)
+    assert quality_figures(bundle_metadata_of(instance, "graded")) == scores
+
     # A second run of the same partition adds a second point to the same series.
     again = run(tmp_path, instance, "graded")
     assert {k: v.value for k, v in again.metadata.items()} == metadata
+
+
+def test_each_sessions_bundle_materialization_carries_only_its_own_scores(
+    tmp_path: Path, instance: DagsterInstance
+) -> None:
+    """Two sessions scored against different gold: each partition's `session_bundle`
+    materialization holds that session's figures and no other's, so Dagster's plot of the
+    asset by partition shows each session its own (the check's executions, plotted by time,
+    interleave the sessions)."""
+    data = tmp_path / "data"
+    full = gold_file(data, "full-gold")
+    full.parent.mkdir(parents=True)
+    shutil.copyfile(GOLD, full)
+    gold = json.loads(GOLD.read_text())
+    gold["lanes"]["npcs"] = gold["lanes"]["npcs"][:1]  # a gold that knows one NPC
+    fewer = gold_file(data, "fewer-npcs")
+    fewer.write_text(json.dumps(gold))
+    run(tmp_path, instance, "full-gold")
+    run(tmp_path, instance, "fewer-npcs")
+
+    figures = {}
+    for session, target in (("full-gold", full), ("fewer-npcs", fewer)):
+        report = evaluate(data / "bundles" / session, target, MATCH_FIELDS)
+        expected = {
+            f"quality.{key}": value
+            for key, value in quality_metadata(report).items()
+            if key.endswith((".f1", ".grounded_f1", ".citation_precision"))
+        }
+        figures[session] = quality_figures(bundle_metadata_of(instance, session))
+        assert figures[session] == expected, session
+    assert figures["full-gold"]["quality.npcs.f1"] != figures["fewer-npcs"]["quality.npcs.f1"]
+    assert figures["full-gold"]["quality.total.f1"] != figures["fewer-npcs"]["quality.total.f1"]
+
+
+def test_the_checks_description_renders_as_markdown_without_html() -> None:
+    """The UI renders a check's description as Markdown: an angle-bracketed placeholder is
+    taken for an HTML tag and disappears ("gold file (/gold/.json)")."""
+    description = quality_check_spec().description or ""
+    assert "<" not in description and ">" not in description
+    assert "gold/SESSION-ID.json" in description
 
 
 def test_without_gold_the_check_passes_and_says_so(
@@ -90,6 +156,7 @@ def test_without_gold_the_check_passes_and_says_so(
     check = run(tmp_path, instance, "ungraded")
     assert check.passed and check.description == NO_GOLD
     assert {k: v.value for k, v in check.metadata.items()} == {"gold": False}
+    assert quality_figures(bundle_metadata_of(instance, "ungraded")) == {}
 
 
 def test_an_unusable_gold_warns_without_failing_the_run(

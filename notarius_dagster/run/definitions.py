@@ -11,11 +11,9 @@ from dagster import Definitions, colored_console_logger, definitions, multiproce
 
 from assets.automation import build_automation_sensor
 from assets.campaign import build_campaign_assets, pipeline_roster
-from assets.checks import build_asset_checks
 from assets.evidence import build_evidence_context_asset
 from assets.factory import build_session_assets
 from assets.jobs import materialize_session
-from assets.quality import build_quality_checks
 from assets.report import build_report_asset
 from assets.run_tags import pipeline_tags
 from assets.sensors import build_sensors
@@ -123,10 +121,6 @@ def definitions_for(settings: Settings, plan: RunPipeline) -> Definitions:
                 pipeline=pipeline, roster_file=pipeline_roster(pipeline), registry=registry
             ),
             *campaign_assets,
-        ],
-        asset_checks=[
-            *build_asset_checks(pipeline, registry),
-            *build_quality_checks(registry.match_fields()),
         ],
         sensors=[
             *build_sensors(
