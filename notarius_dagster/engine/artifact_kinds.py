@@ -6,7 +6,7 @@ ever sees kinds through the lane registry value (`engine/registry.py`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,9 +47,15 @@ class ArtifactKind:
         schema["title"] = self.schema_name
         return schema
 
-    def parse(self, payload: dict[str, Any]) -> BaseModel:
+    def parse(self, payload: Mapping[str, object]) -> BaseModel:
+        """A payload of this kind as its typed model (`pydantic.ValidationError` if not one)."""
         return self.model.model_validate(payload)
 
-    def source_refs(self, payload: dict[str, Any]) -> list[SourceRef]:
+    def records(self, artifact: BaseModel) -> tuple[BaseModel, ...]:
+        """The records of a typed artifact of this kind, in order."""
+        records: list[BaseModel] = getattr(artifact, self.items_field)
+        return tuple(records)
+
+    def source_refs(self, payload: Mapping[str, object]) -> list[SourceRef]:
         """Direct references of a (valid) payload, in record order."""
         return list(self.project_source_refs(self.parse(payload)))

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from pydantic import Field
+from pydantic import BaseModel, Field, PrivateAttr
 
 from notarius_dagster.engine.artifact_kinds import ArtifactKind
 from notarius_dagster.engine.llm_contract import LLMUsage, StructuredClient
@@ -25,6 +25,20 @@ class ModuleOutput(Frozen):
     schema_errors: tuple[str, ...] = ()
     skipped: bool = False
     provenance: dict[str, Any] = Field(default_factory=dict)
+    _typed: tuple[object, BaseModel] | None = PrivateAttr(default=None)
+
+    def artifact(self, kind: ArtifactKind) -> BaseModel | None:
+        """The payload as `kind`'s typed model, parsed once: the validators of a chain share
+        it (`pydantic.ValidationError` when it is not one; its message may quote values).
+        The parse is kept with the payload object it came from, so a copy with another
+        payload parses its own."""
+        if self.payload is None:
+            return None
+        held = self._typed
+        if held is None or held[0] is not self.payload or type(held[1]) is not kind.model:
+            held = (self.payload, kind.parse(self.payload))
+            self._typed = held
+        return held[1]
 
 
 @dataclass(frozen=True)

@@ -169,15 +169,15 @@ def _project(result: LaneResult, kind: ArtifactKind | None) -> list[SourceRef]:
     lane = result.lane_id
     if kind is None:
         raise EvidenceError(f"evidence context: lane {lane!r} has an unregistered artifact kind")
-    assert result.payload is not None
     try:
-        artifact = kind.parse(result.payload)
+        artifact = result.artifact(kind)
     except ValidationError:
         # The validation message may quote payload values: never repeat it.
         raise EvidenceError(
             f"evidence context: lane {lane!r}: the accepted payload does not "
             f"match artifact kind {result.kind!r}"
         ) from None
+    assert artifact is not None  # accepted lanes only
     refs: Iterable[object] = kind.project_source_refs(artifact)
     out: list[SourceRef] = []
     for index, ref in enumerate(refs):

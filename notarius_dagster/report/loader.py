@@ -15,22 +15,14 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from notarius_dagster.engine.lanes import LaneSpec
 from notarius_dagster.engine.registry import LaneRegistry
 from notarius_dagster.report.errors import ReportError
 from notarius_dagster.report.inputs import (
-    KNOWN_KINDS,
-    SUPPORTED_SCHEMA_VERSION,
-    Cell,
     Evidence,
-    LaneDocument,
     LaneOutput,
     LaneSummary,
-    Ref,
     RejectionEntry,
     ReportInputs,
-    TableList,
-    TableRecord,
     WarningEntry,
 )
 
@@ -78,65 +70,35 @@ def _unit_order(chunk_map: Any) -> tuple[int, ...]:
     return tuple(seen)
 
 
-def _cell(value: object) -> Cell:
-    """A record field as a table cell: scalars as they are, a list of scalars joined."""
-    if value is None or isinstance(value, str | int | float | bool):
-        return value
-    if isinstance(value, list | tuple) and all(isinstance(v, str | int | float) for v in value):
-        return ", ".join(str(v) for v in value)
-    return None
-
-
-def _table(spec: LaneSpec, value: Any, where: str) -> TableList:
-    """A lane file of `spec`'s kind, read with the lane's own models, as its report table."""
-    artifact = _parse(spec.list_model, value, where)
-    table = spec.report_table
-    records = []
-    for i, record in enumerate(getattr(artifact, spec.items_field)):
-        refs = getattr(record, spec.refs_field)
-        listed = refs if isinstance(refs, list) else [refs]
-        record_id = getattr(record, spec.id_field, None)
-        records.append(
-            TableRecord(
-                id=str(record_id) if record_id is not None else f"{spec.lane_id}-{i + 1}",
-                cells=tuple(_cell(getattr(record, field)) for _, field in table.columns),
-                source_refs=tuple(Ref.model_validate(r.model_dump()) for r in listed),
-            )
-        )
-    return TableList(
-        title=table.title,
-        noun=table.noun,
-        headers=tuple(header for header, _ in table.columns),
-        records=tuple(records),
-    )
-
-
-def _lane_output(folder: Path, descriptor: Any, registry: LaneRegistry | None = None) -> LaneOutput:
+def _lane_output(folder: Path, descriptor: object, registry: LaneRegistry) -> LaneOutput:
+    """One accepted lane file; read with the registered lane's own list model when the
+    registry has its kind at its schema version (a file that is not a valid artifact of it is
+    an error naming the file and the key path), else listed unread."""
     lane_id = str(_get(descriptor, "lane_id", "index.json: lanes[]"))
-    kind = str(_get(descriptor, "kind", f"index.json: lanes[{lane_id}]"))
-    version = str(_get(descriptor, "schema_version", f"index.json: lanes[{lane_id}]"))
-    file_name = str(_get(descriptor, "file", f"index.json: lanes[{lane_id}]"))
-    records = descriptor.get("records", 0)
-    view = KNOWN_KINDS.get(kind)
-    spec = registry.lane_of_kind(kind) if registry is not None else None
-    document: LaneDocument | None = None
-    if view is not None and version == SUPPORTED_SCHEMA_VERSION:
-        document = _parse(view, _read_json(folder, file_name), file_name)
-    elif spec is not None and version == spec.schema_version:
-        document = _table(spec, _read_json(folder, file_name), file_name)
+    where = f"index.json: lanes[{lane_id}]"
+    kind = str(_get(descriptor, "kind", where))
+    version = str(_get(descriptor, "schema_version", where))
+    file_name = str(_get(descriptor, "file", where))
+    records = descriptor.get("records", 0) if isinstance(descriptor, dict) else 0
+    spec = registry.lane_of_kind(kind)
+    items = None
+    if spec is not None and version == spec.schema_version:
+        artifact = _parse(spec.list_model, _read_json(folder, file_name), file_name)
+        items = spec.artifact_kind.records(artifact)
     return LaneOutput(
         lane_id=lane_id,
         kind=kind,
         schema_version=version,
         records=records if isinstance(records, int) else 0,
-        document=document,
+        spec=spec if items is not None else None,
+        items=items,
     )
 
 
-def load_bundle(bundle: Path, registry: LaneRegistry | None = None) -> ReportInputs:
+def load_bundle(bundle: Path, registry: LaneRegistry) -> ReportInputs:
     """The report's inputs from the bundle at `bundle` (a session's symlink or a version
-    folder), read from one version throughout. A lane of a kind the report has no section of
-    its own for is shown as the table its `LaneSpec` in `registry` declares."""
+    folder), read from one version throughout. Every lane of `registry` gets a section as its
+    `LaneSpec` declares (`report_table`); its records are read with the lane's own models."""
     folder = Path(os.path.realpath(bundle))
     if not (folder / "index.json").is_file():
         raise ReportError("no published bundle here (index.json is missing)")
@@ -186,6 +148,7 @@ def load_bundle(bundle: Path, registry: LaneRegistry | None = None) -> ReportInp
             "outputs": [
                 _lane_output(folder, d, registry) for d in _get(index, "lanes", "index.json")
             ],
+            "registered": registry.lanes,
             "unit_order": order,
             "evidence": evidence,
             "warnings": [_parse(WarningEntry, w, "warnings.json[]") for w in warnings],
