@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from pydantic import BaseModel
 
@@ -40,7 +39,7 @@ class ArtifactKind:
     """Whether the supported field names the one who speaks (a turn's actor), so the names a
     speaker-name hook maps a cited unit's label to count as mentions (engine/support.py)."""
 
-    def json_schema(self) -> dict[str, Any]:
+    def json_schema(self) -> dict[str, object]:
         """The JSON Schema generated from the model (the checked-in file must equal it)."""
         schema = self.model.model_json_schema()
         schema["$id"] = self.schema_id

@@ -46,7 +46,7 @@ class StageConfig(Strict):
     """The chunker: its key, options, retries, validator override and reference bindings."""
 
     module: str
-    options: dict[str, Any] = Field(default_factory=dict)
+    options: dict[str, object] = Field(default_factory=dict)
     retries: int = Field(default=0, ge=0, le=10)
     validators: list[str] | None = Field(
         default=None,
@@ -83,7 +83,7 @@ class InputConfig(Strict):
 
 class OutputConfig(Strict):
     module: str = DEFAULT_OUTPUT_MODULE
-    options: dict[str, Any] = Field(default_factory=dict)
+    options: dict[str, object] = Field(default_factory=dict)
 
 
 DEFAULT_MIN_ACCEPTED_CHUNK_SHARE = 0.5
@@ -125,7 +125,7 @@ class ProfileFile(Strict):
 
     version: Literal[1] = 1
     pipeline: PipelineConfig
-    llm_profiles: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    llm_profiles: dict[str, dict[str, object]] = Field(default_factory=dict)
 
 
 def key_path(loc: tuple[int | str, ...]) -> str:

@@ -17,7 +17,7 @@ the lane and the reference's index, never transcript text) and nothing is publis
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
 from pydantic import ConfigDict, Field, ValidationError
 
@@ -48,7 +48,7 @@ class EvidenceUnit(_Published):
     kind: str
     text: str
     source_ref: SourceRef = Field(description="the unit itself as a one-unit source reference")
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, object] = Field(default_factory=dict)
 
 
 class DirectReference(_Published):

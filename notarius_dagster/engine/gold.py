@@ -83,7 +83,7 @@ class GoldFile(BaseModel):
     lanes: dict[str, list[GoldRecord]]
 
 
-def gold_schema() -> dict[str, Any]:
+def gold_schema() -> dict[str, object]:
     """The JSON Schema of a gold file, generated from `GoldFile`."""
     schema = GoldFile.model_json_schema()
     schema["$id"] = GOLD_SCHEMA_ID

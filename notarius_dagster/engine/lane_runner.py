@@ -17,7 +17,7 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, Field, JsonValue, PrivateAttr, ValidationError
 
@@ -118,12 +118,13 @@ class LaneResult(Frozen):
     its accounting. This is the value of a lane asset.
 
     The artifact is typed: the lane's list model (`LaneSpec.list_model`) holding instances of
-    its record model, made once after normalize (`accepted`). Consumers read it with
+    its record model, made once after normalize (`with_artifact`). Consumers read it with
     `artifact(kind)` / `records(kind)`. `payload` is the same artifact as JSON
-    (`model_dump(mode="json", by_alias=True)`), the form the asset-value store keeps and the
-    bundle publishes. A result read back from the store (another step process) holds only
-    `payload`: the first `artifact(kind)` validates it against the kind's model once and keeps
-    the typed value, so no consumer parses dictionaries of its own."""
+    (`model_dump(mode="json", by_alias=True)`, see `published_json`), the form the
+    asset-value store keeps and the bundle publishes. A result read back from the store
+    (another step process) holds only `payload`: the first `artifact(kind)` validates it
+    against the kind's model once and keeps the typed value, so no consumer parses
+    dictionaries of its own."""
 
     lane_id: str
     kind: str
@@ -133,13 +134,17 @@ class LaneResult(Frozen):
     warnings: tuple[RunWarning, ...] = ()
     stats: LaneStats = Field(default_factory=LaneStats)
     chunk_status: dict[str, ChunkStatus] = Field(default_factory=dict)
-    metadata: dict[str, JsonValue] = Field(default_factory=dict)
-    references: tuple[dict[str, JsonValue], ...] = ()
+    metadata: dict[str, object] = Field(default_factory=dict)
+    references: tuple[dict[str, object], ...] = ()
     _typed: tuple[object, BaseModel] | None = PrivateAttr(default=None)
 
-    def with_artifact(self, artifact: BaseModel) -> LaneResult:
-        """This result carrying `artifact` (typed) and its JSON form as `payload`."""
-        payload = artifact_json(artifact)
+    def with_artifact(
+        self, artifact: BaseModel, written: Mapping[str, object] | None = None
+    ) -> LaneResult:
+        """This result carrying `artifact` (typed) and its JSON form as `payload`
+        (`published_json`: in the key order of `written`, the payload the normalizer wrote,
+        when that holds exactly the artifact's values)."""
+        payload = published_json(artifact, written)
         typed = self.model_copy(update={"payload": payload})
         typed._typed = (payload, artifact)
         return typed
@@ -163,9 +168,17 @@ class LaneResult(Frozen):
         return () if artifact is None else kind.records(artifact)
 
 
-def artifact_json(artifact: BaseModel) -> dict[str, JsonValue]:
-    """An artifact as published: JSON values under the record model's aliases (`from`)."""
+def published_json(
+    artifact: BaseModel, written: Mapping[str, object] | None = None
+) -> dict[str, JsonValue]:
+    """An artifact as published: its JSON values under the record model's aliases (`from`).
+    When `written` (the normalizer's payload) equals them, it is returned as it is, so the
+    published bytes keep the key order the lane wrote (a record's citations last) and do not
+    change with the model's field order; anything the model added or changed (a default, a
+    coerced value) publishes the model's values."""
     dumped: dict[str, JsonValue] = artifact.model_dump(mode="json", by_alias=True)
+    if written is not None and written == dumped:
+        return cast(dict[str, JsonValue], dict(written))  # equal to JSON values: JSON values
     return dumped
 
 
@@ -232,7 +245,14 @@ def run_lane(
     )
     payload = normalized.output.payload if normalized.output is not None else None
     artifact = None if payload is None else _typed(run, payload)
-    return _result(run, modules.extractor, collected, after=(merged, normalized), artifact=artifact)
+    return _result(
+        run,
+        modules.extractor,
+        collected,
+        after=(merged, normalized),
+        artifact=artifact,
+        written=payload,
+    )
 
 
 def _typed(run: _LaneRun, payload: Mapping[str, object]) -> BaseModel:
@@ -531,6 +551,7 @@ def _result(
     *,
     after: Sequence[_Attempted],
     artifact: BaseModel | None,
+    written: Mapping[str, object] | None = None,
 ) -> LaneResult:
     """The lane's value. `after` are the merge (and normalize) results that ran: a rejected
     one ends the lane. `stats.rejected` counts rejected chunks only, `stats.records_rejected`
@@ -568,7 +589,7 @@ def _result(
         chunk_status=status,
         metadata={"extractor": metadata} if metadata else {},
     )
-    return result if artifact is None else result.with_artifact(artifact)
+    return result if artifact is None else result.with_artifact(artifact, written)
 
 
 # ---- one chunk, one attempt loop
@@ -582,7 +603,7 @@ class _ChunkExtraction:
     run: _LaneRun
     extractor: Extractor
     context: RunContext
-    material: Mapping[str, Any]
+    material: Mapping[str, object]
     llm_fingerprint: str
     checkpoints: CheckpointStore | None
     deadline: LaneDeadline | None = None
@@ -676,7 +697,7 @@ class _ChunkExtraction:
             return self.checkpoints.get_rejection(fingerprint)
         return None
 
-    def provenance(self, chunk: Chunk) -> dict[str, Any]:
+    def provenance(self, chunk: Chunk) -> dict[str, object]:
         """Runner-owned: whatever the extractor put there is replaced."""
         return {
             "lane_id": self.run.lane.id,
@@ -725,7 +746,7 @@ def _unless_stopped(
 def _extract_with_provenance(
     extractor: Extractor,
     request: ExtractRequest,
-    provenance: dict[str, Any],
+    provenance: dict[str, object],
     deadline: LaneDeadline | None = None,
 ) -> ModuleOutput:
     """One extraction attempt; none starts after the lane's deadline (a retry of a chunk whose

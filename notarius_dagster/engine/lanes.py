@@ -35,7 +35,7 @@ from notarius_dagster.engine.validators import ValidationContext, Validator
 
 LaneStage = Literal["extract", "merge", "normalize"]
 LANE_STAGES: tuple[LaneStage, ...] = ("extract", "merge", "normalize")
-ModuleFactory = Callable[["LaneSpec", dict[str, Any]], Any]
+ModuleFactory = Callable[["LaneSpec", dict[str, object]], Any]
 """Builds one module of a lane from the stage's options (an unknown option is a ValueError)."""
 RuleCheck = Callable[["LaneSpec", ValidationContext, ModuleOutput], list[str]]
 """A lane rule: the problems it finds (empty: approved), naming fields and indexes only."""
@@ -323,7 +323,7 @@ class LaneSpec:
             refs.extend(value if isinstance(value, list) else [value])
         return refs
 
-    def envelope(self, source_id: str, records: list[dict[str, Any]]) -> dict[str, Any]:
+    def envelope(self, source_id: str, records: list[dict[str, object]]) -> dict[str, object]:
         """A payload of this lane's kind holding `records`."""
         return {
             "kind": self.kind,
@@ -375,7 +375,7 @@ class NoOptionsModule:
     """Base of a lane module that takes no options: it keeps its lane and refuses any option
     (resolution builds every module once and reports the refusal with its key path)."""
 
-    def __init__(self, lane: LaneSpec, options: dict[str, Any]) -> None:
+    def __init__(self, lane: LaneSpec, options: dict[str, object]) -> None:
         if options:
             raise ValueError(f"unknown option(s): {sorted(options)}")
         self.lane = lane

@@ -4,18 +4,17 @@ policy of docs/internals.md ("Evidence context") (opt-in, explicit lane allowlis
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
-from typing import Any
 
 Fail = Callable[[str, str], Exception]
 DEFAULT_WINDOW_UNITS = 3
 
 
 def validate_output_options(
-    options: Mapping[str, Any],
+    options: Mapping[str, object],
     *,
     configured_lanes: Collection[str],
     fail: Fail,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Return canonical options: `{"evidence_context": None | {enabled, window_units, lanes}}`."""
     unknown = sorted(set(options) - {"evidence_context"})
     if unknown:
