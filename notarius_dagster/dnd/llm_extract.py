@@ -216,7 +216,7 @@ class LLMListExtractor:
     def __init__(
         self,
         lane: LaneSpec,
-        options: Mapping[str, Any],
+        options: Mapping[str, object],
         *,
         to_payload: ToPayload = list_payload,
         context: PromptContext | None = None,
@@ -339,7 +339,7 @@ def llm_extractor(
     """The extract factory of an LLM lane: `to_payload` converts the answer, `context` fills
     the prompt's `{context}`, `wrap` puts the extractor behind a gate (combat turns)."""
 
-    def build(lane: LaneSpec, options: dict[str, Any]) -> Any:
+    def build(lane: LaneSpec, options: Mapping[str, object]) -> Any:
         extractor = LLMListExtractor(lane, options, to_payload=to_payload, context=context)
         return wrap(extractor) if wrap is not None else extractor
 

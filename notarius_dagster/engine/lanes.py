@@ -18,7 +18,7 @@ import importlib.util
 import pkgutil
 import re
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -35,7 +35,7 @@ from notarius_dagster.engine.validators import ValidationContext, Validator
 
 LaneStage = Literal["extract", "merge", "normalize"]
 LANE_STAGES: tuple[LaneStage, ...] = ("extract", "merge", "normalize")
-ModuleFactory = Callable[["LaneSpec", dict[str, object]], Any]
+ModuleFactory = Callable[["LaneSpec", Mapping[str, object]], Any]
 """Builds one module of a lane from the stage's options (an unknown option is a ValueError)."""
 RuleCheck = Callable[["LaneSpec", ValidationContext, ModuleOutput], list[str]]
 """A lane rule: the problems it finds (empty: approved), naming fields and indexes only."""
@@ -375,7 +375,7 @@ class NoOptionsModule:
     """Base of a lane module that takes no options: it keeps its lane and refuses any option
     (resolution builds every module once and reports the refusal with its key path)."""
 
-    def __init__(self, lane: LaneSpec, options: dict[str, object]) -> None:
+    def __init__(self, lane: LaneSpec, options: Mapping[str, object]) -> None:
         if options:
             raise ValueError(f"unknown option(s): {sorted(options)}")
         self.lane = lane

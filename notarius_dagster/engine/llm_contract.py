@@ -4,7 +4,7 @@ this protocol only; `notarius_dagster.llm` implements it over litellm."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from pydantic import Field
 
@@ -106,7 +106,7 @@ class StructuredRequest(Frozen):
     system: str
     user: str
     instructions: str = ""
-    schema_: dict[str, object] = Field(alias="schema")
+    schema_: dict[str, Any] = Field(alias="schema")
     schema_name: str
     session_id: str | None = None
     lane: str | None = None

@@ -4,9 +4,24 @@ policy of docs/internals.md ("Evidence context") (opt-in, explicit lane allowlis
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
+from typing import TypedDict
 
 Fail = Callable[[str, str], Exception]
 DEFAULT_WINDOW_UNITS = 3
+
+
+class EvidencePolicy(TypedDict):
+    """An enabled evidence context: how many units around each reference, which lanes."""
+
+    enabled: bool
+    window_units: int
+    lanes: list[str]
+
+
+class OutputOptions(TypedDict):
+    """The json output's canonical options (None: no evidence context)."""
+
+    evidence_context: EvidencePolicy | None
 
 
 def validate_output_options(
@@ -14,7 +29,7 @@ def validate_output_options(
     *,
     configured_lanes: Collection[str],
     fail: Fail,
-) -> dict[str, object]:
+) -> OutputOptions:
     """Return canonical options: `{"evidence_context": None | {enabled, window_units, lanes}}`."""
     unknown = sorted(set(options) - {"evidence_context"})
     if unknown:
@@ -58,4 +73,5 @@ def validate_output_options(
                 f"lane {lane!r} is not configured; configured: {sorted(configured_lanes)}",
             )
         cleaned.append(lane)
-    return {"evidence_context": {"enabled": True, "window_units": window, "lanes": sorted(cleaned)}}
+    policy = EvidencePolicy(enabled=True, window_units=window, lanes=sorted(cleaned))
+    return {"evidence_context": policy}

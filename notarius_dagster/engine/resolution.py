@@ -27,7 +27,7 @@ from notarius_dagster.engine.errors import ProfileError
 from notarius_dagster.engine.lanes import LANE_STAGES, LaneSpec, LaneStage
 from notarius_dagster.engine.limits import Budget, InputLimits
 from notarius_dagster.engine.models import Frozen, ReferenceSlot, Rejection, Stage
-from notarius_dagster.engine.output_options import validate_output_options
+from notarius_dagster.engine.output_options import OutputOptions, validate_output_options
 from notarius_dagster.engine.registry import LaneRegistry
 from notarius_dagster.engine.validators import known_validators, resolve_chain
 
@@ -119,7 +119,7 @@ class ResolvedPipeline(Frozen):
     lanes: tuple[ResolvedLane, ...]
     configured_lanes: tuple[str, ...]
     output_module: str
-    output_options: dict[str, object]
+    output_options: OutputOptions
     limits: InputLimits = Field(default_factory=InputLimits)
     budget: Budget = Field(default_factory=Budget)
     publish: PublishConfig = Field(default_factory=PublishConfig)

@@ -5,6 +5,7 @@ roster bound, the extractor drops player characters (`party_filtered_payload`)."
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from notarius_dagster.dnd.llm_extract import PayloadWithWarnings, canonical_name, list_payload
@@ -60,7 +61,7 @@ class NpcMerger:
     description, aliases and references are unioned. A name two differently named NPCs of one
     chunk share (`shared_group_names`) merges nothing."""
 
-    def __init__(self, lane: LaneSpec, options: dict[str, Any]) -> None:
+    def __init__(self, lane: LaneSpec, options: Mapping[str, object]) -> None:
         self.lane = lane
         self.options = options
 
@@ -105,7 +106,7 @@ class NpcNormalizer:
     """Orders NPCs by first citation and assigns stable ids `<prefix>-<name-slug>` (`npc-...`;
     a numeric suffix only when two names share a slug)."""
 
-    def __init__(self, lane: LaneSpec, options: dict[str, Any]) -> None:
+    def __init__(self, lane: LaneSpec, options: Mapping[str, object]) -> None:
         self.lane = lane
         self.options = options
 
