@@ -4,7 +4,8 @@ policy of docs/internals.md ("Evidence context") (opt-in, explicit lane allowlis
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
-from typing import TypedDict
+
+from typing_extensions import TypedDict  # pydantic reads it (ResolvedPipeline) on 3.11
 
 Fail = Callable[[str, str], Exception]
 DEFAULT_WINDOW_UNITS = 3
