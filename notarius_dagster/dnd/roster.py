@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_vali
 
 from notarius_dagster.engine.artifact_kinds import ArtifactKind
 from notarius_dagster.engine.contracts import PreparedReference
-from notarius_dagster.engine.models import ReferenceSlot, RunWarning
+from notarius_dagster.engine.models import ReferenceSlot, RunWarning, SourceRef
 
 ROSTER_SLOT = "roster"
 ROSTER_KIND = "dnd/roster"
@@ -172,7 +172,7 @@ class Roster(_Strict):
         return next((s.number for s in self.sessions if s.id == session_id), None)
 
 
-def _no_refs(_model: BaseModel) -> Iterable[Any]:
+def _no_refs(_model: BaseModel) -> Iterable[SourceRef]:
     return ()
 
 
@@ -240,7 +240,7 @@ class RosterIndex:
     def is_party(self, names: Iterable[str | None]) -> bool:
         return any(name_key(n) in self.party_keys for n in names if n)
 
-    def is_dm(self, name: Any) -> bool:
+    def is_dm(self, name: object) -> bool:
         return isinstance(name, str) and name_key(name) in self.dm_keys
 
     def character_for(self, name: str | None) -> str | None:

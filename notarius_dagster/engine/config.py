@@ -6,7 +6,7 @@ wrong (for example `pipeline.lanes[0].extract.retries`)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -37,7 +37,7 @@ class ReferenceBindingConfig(Strict):
             raise ValueError("must not be blank")
         return value
 
-    def model_post_init(self, __context: Any) -> None:
+    def model_post_init(self, __context: object) -> None:
         if (self.path is None) == (self.lane is None):
             raise ValueError("a binding needs exactly one of 'path' or 'lane'")
 
@@ -142,7 +142,7 @@ def key_path(loc: tuple[int | str, ...]) -> str:
 _OLD_LANE_KEYS = frozenset({"extract", "merge", "normalize"})
 
 
-def parse_profile(data: Any, *, profile_name: str) -> ProfileFile:
+def parse_profile(data: object, *, profile_name: str) -> ProfileFile:
     """Validate already-loaded YAML data; the first error names its key path. A lane written
     as module triples (the form before lanes were named by id) is refused with the new form."""
     if not isinstance(data, dict):

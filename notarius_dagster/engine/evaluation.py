@@ -119,7 +119,7 @@ def normalize_name(text: str) -> str:
     return " ".join(tokens)
 
 
-def _spellings(value: Any) -> set[str]:
+def _spellings(value: object) -> set[str]:
     """Normalized spellings of a field value (a string, a number or a list of them)."""
     values = value if isinstance(value, list) else [value]
     out = {normalize_name(str(v)) for v in values if v is not None and not isinstance(v, bool)}

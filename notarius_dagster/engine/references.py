@@ -12,7 +12,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
@@ -107,7 +106,7 @@ class _Validated:
         return self.kind.records(self.typed)
 
 
-def _decode_structured(binding: ResolvedBinding, name: str, text: str, media_type: str) -> Any:
+def _decode_structured(binding: ResolvedBinding, name: str, text: str, media_type: str) -> object:
     """A structured slot's file as a document: JSON, or YAML for a `.yaml`/`.yml` file (a
     hand-written campaign file), through the one reader's parsers (nesting capped, repeated
     keys refused). A YAML mapping without `kind` is of the slot's kind when the slot accepts
@@ -191,7 +190,7 @@ def prepare_file(
     ), warnings
 
 
-def _provenance(binding: ResolvedBinding, origin: str, **details: Any) -> dict[str, object]:
+def _provenance(binding: ResolvedBinding, origin: str, **details: object) -> dict[str, object]:
     """A reference's provenance as the manifest records it: which slot of which target, bound
     how, then what the origin (`file` or `lane`) adds; keys in that order, as published."""
     return {

@@ -37,7 +37,6 @@ import re
 import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from notarius_dagster.engine.artifact_kinds import ArtifactKind
 from notarius_dagster.engine.models import SourceDocument, SourceUnit
@@ -124,15 +123,16 @@ def unit_mention_texts(
     return texts
 
 
-def _positions(refs: Any, document: SourceDocument) -> list[int]:
+def _positions(refs: object, document: SourceDocument) -> list[int]:
     """The document positions a record's references cover (a list of references or a single
     one), sorted; a unit outside the document is skipped (`refs_in_*` report those)."""
     positions = document.position_index()
     listed = refs if isinstance(refs, list) else [refs] if refs else []
     covered: set[int] = set()
-    for ref in listed:
-        start = positions.get(ref.get("start_unit_id"))
-        end = positions.get(ref.get("end_unit_id"))
+    for ref in (r for r in listed if isinstance(r, Mapping)):
+        first, last = ref.get("start_unit_id"), ref.get("end_unit_id")
+        start = positions.get(first) if isinstance(first, int) else None
+        end = positions.get(last) if isinstance(last, int) else None
         if start is not None and end is not None:
             covered.update(range(start, end + 1))
     return sorted(covered)
@@ -272,7 +272,9 @@ def tight_positions(cited: Sequence[int], found: Sequence[int], *, window: int) 
     return kept
 
 
-def _ranges(positions: Sequence[int], document: SourceDocument, source_id: str) -> list[Any]:
+def _ranges(
+    positions: Sequence[int], document: SourceDocument, source_id: str
+) -> list[dict[str, object]]:
     """Sorted positions as inclusive references, one per run of consecutive positions."""
     runs: list[list[int]] = []
     for position in positions:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path, PurePosixPath
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -29,19 +29,20 @@ from notarius_dagster.report.inputs import (
 M = TypeVar("M", bound=BaseModel)
 
 
-def _read_json(folder: Path, name: str) -> Any:
+def _read_json(folder: Path, name: str) -> object:
     rel = PurePosixPath(name)
     if rel.is_absolute() or ".." in rel.parts or "\\" in name:
         raise ReportError(f"index.json names an unsafe file {name!r}")
     try:
-        return json.loads((folder / rel).read_text(encoding="utf-8"))
+        value: object = json.loads((folder / rel).read_text(encoding="utf-8"))
+        return value
     except FileNotFoundError:
         raise ReportError(f"{name}: missing from the bundle") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ReportError(f"{name}: unreadable ({type(exc).__name__})") from None
 
 
-def _parse(model: type[M], value: Any, where: str) -> M:
+def _parse(model: type[M], value: object, where: str) -> M:
     """Validate with a content-safe error: key path and error type, never the value."""
     try:
         return model.model_validate(value)
@@ -53,17 +54,31 @@ def _parse(model: type[M], value: Any, where: str) -> M:
         ) from None
 
 
-def _get(document: Any, key: str, where: str) -> Any:
+def _get(document: object, key: str, where: str) -> object:
     if not isinstance(document, dict) or key not in document:
         raise ReportError(f"{where}: missing key {key!r}")
-    return document[key]
+    value: object = document[key]
+    return value
 
 
-def _unit_order(chunk_map: Any) -> tuple[int, ...]:
+def _optional(document: object, key: str, default: object = None) -> object:
+    """`document[key]` when `document` is an object that has the key, else `default`."""
+    value: object = document.get(key, default) if isinstance(document, dict) else default
+    return value
+
+
+def _list(value: object, where: str) -> list[object]:
+    if not isinstance(value, list):
+        raise ReportError(f"{where}: not a list")
+    return list(value)
+
+
+def _unit_order(chunk_map: object) -> tuple[int, ...]:
     """Every unit id of the chunk map in document order (chunks may overlap: first seen wins)."""
     seen: dict[int, None] = {}
-    for chunk in _get(chunk_map, "chunks", "chunk-map.json"):
-        for unit_id in _get(chunk, "unit_ids", "chunk-map.json: chunks[]"):
+    for chunk in _list(_get(chunk_map, "chunks", "chunk-map.json"), "chunk-map.json: chunks"):
+        units = _get(chunk, "unit_ids", "chunk-map.json: chunks[]")
+        for unit_id in _list(units, "chunk-map.json: chunks[].unit_ids"):
             if not isinstance(unit_id, int) or isinstance(unit_id, bool):
                 raise ReportError("chunk-map.json: chunks[].unit_ids: not an integer")
             seen.setdefault(unit_id, None)
@@ -79,7 +94,7 @@ def _lane_output(folder: Path, descriptor: object, registry: LaneRegistry) -> La
     kind = str(_get(descriptor, "kind", where))
     version = str(_get(descriptor, "schema_version", where))
     file_name = str(_get(descriptor, "file", where))
-    records = descriptor.get("records", 0) if isinstance(descriptor, dict) else 0
+    records = _optional(descriptor, "records", 0)
     spec = registry.lane_of_kind(kind)
     items = None
     if spec is not None and version == spec.schema_version:
@@ -109,14 +124,18 @@ def load_bundle(bundle: Path, registry: LaneRegistry) -> ReportInputs:
         raise ReportError("index.json and manifest.json come from different runs (a mixed read)")
     warnings = _read_json(folder, str(_get(files, "warnings", "index.json: files")))
     rejected = _read_json(folder, str(_get(files, "rejected", "index.json: files")))
-    chunk_descriptor = index.get("chunk_map")
+    chunk_descriptor = _optional(index, "chunk_map")
     order: tuple[int, ...] = ()
     if chunk_descriptor is not None:
         order = _unit_order(_read_json(folder, str(_get(chunk_descriptor, "file", "index.json"))))
     evidence = None
-    evidence_descriptor = index.get("evidence_context")
+    evidence_descriptor = _optional(index, "evidence_context")
     if evidence_descriptor is not None:
-        if (evidence_descriptor.get("kind"), evidence_descriptor.get("schema_version")) != (
+        identity = (
+            _optional(evidence_descriptor, "kind"),
+            _optional(evidence_descriptor, "schema_version"),
+        )
+        if identity != (
             "source/evidence-context",
             "v1",
         ):
@@ -124,7 +143,7 @@ def load_bundle(bundle: Path, registry: LaneRegistry) -> ReportInputs:
         name = str(_get(evidence_descriptor, "file", "index.json: evidence_context"))
         evidence = _parse(Evidence, _read_json(folder, name), name)
     pipeline = _get(manifest, "pipeline", "manifest.json")
-    totals = manifest.get("totals") or {}
+    totals = _optional(manifest, "totals") or {}
     source = _get(manifest, "source", "manifest.json")
     return _parse(
         ReportInputs,
@@ -138,21 +157,29 @@ def load_bundle(bundle: Path, registry: LaneRegistry) -> ReportInputs:
             "validation_status": _get(index, "validation_status", "index.json"),
             "source_units": _get(source, "units", "manifest.json: source"),
             "chunks": _get(manifest, "chunks", "manifest.json"),
-            "llm_calls": totals.get("llm_calls", 0),
-            "prompt_tokens": totals.get("prompt_tokens", 0),
-            "completion_tokens": totals.get("completion_tokens", 0),
+            "llm_calls": _optional(totals, "llm_calls", 0),
+            "prompt_tokens": _optional(totals, "prompt_tokens", 0),
+            "completion_tokens": _optional(totals, "completion_tokens", 0),
             "lanes": [
                 _parse(LaneSummary, lane, "manifest.json: artifact_lanes[]")
-                for lane in _get(manifest, "artifact_lanes", "manifest.json")
+                for lane in _list(
+                    _get(manifest, "artifact_lanes", "manifest.json"), "manifest.json"
+                )
             ],
             "outputs": [
-                _lane_output(folder, d, registry) for d in _get(index, "lanes", "index.json")
+                _lane_output(folder, d, registry)
+                for d in _list(_get(index, "lanes", "index.json"), "index.json: lanes")
             ],
             "registered": registry.lanes,
             "unit_order": order,
             "evidence": evidence,
-            "warnings": [_parse(WarningEntry, w, "warnings.json[]") for w in warnings],
-            "rejections": [_parse(RejectionEntry, r, "rejected.json[]") for r in rejected],
+            "warnings": [
+                _parse(WarningEntry, w, "warnings.json[]") for w in _list(warnings, "warnings.json")
+            ],
+            "rejections": [
+                _parse(RejectionEntry, r, "rejected.json[]")
+                for r in _list(rejected, "rejected.json")
+            ],
         },
         "bundle",
     )

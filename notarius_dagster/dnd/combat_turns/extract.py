@@ -18,7 +18,7 @@ SCENES_SLOT = "scene_descriptions"
 SCENE_KIND = "dnd/scene-description-list"
 
 
-def _text(value: Any) -> str | None:
+def _text(value: object) -> str | None:
     text = str(value).strip() if value is not None else ""
     return text or None
 
@@ -57,8 +57,8 @@ class SceneGatedCombatExtractor:
             return scene_record_fingerprint(reference, chunk)
         return self.inner.reference_fingerprint(slot, reference, chunk)
 
-    def manifest_metadata(self) -> dict[str, Any]:
-        metadata: dict[str, Any] = {**self.inner.manifest_metadata(), "gate": GATE_POLICY}
+    def manifest_metadata(self) -> dict[str, object]:
+        metadata: dict[str, object] = {**self.inner.manifest_metadata(), "gate": GATE_POLICY}
         with self._lock:
             if self._scene_records is not None:
                 metadata["approved_scene_records"] = self._scene_records

@@ -5,7 +5,7 @@ roster bound, the extractor drops player characters (`party_filtered_payload`)."
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from notarius_dagster.dnd.llm_extract import PayloadWithWarnings, canonical_name, list_payload
@@ -41,7 +41,7 @@ def party_filtered_payload(
     return lane.envelope(request.chunk.source_id, kept), [*warnings, *dropped, *dm]
 
 
-def shared_group_names(extracts: Any) -> set[str]:
+def shared_group_names(extracts: Iterable[ModuleOutput]) -> set[str]:
     """Canonical names that two differently named NPCs of one chunk's answer both carry (a
     group's name, as "the Knot Sisters" for Mona and Yuli): the answer said they are two
     people, so such a name identifies neither and never merges anyone."""

@@ -23,7 +23,7 @@ class _LineProblem(ValueError):
     """Raised from json hooks; carries a content-safe description of what is wrong."""
 
 
-def _json_type(value: Any) -> str:
+def _json_type(value: object) -> str:
     """The JSON name of a value's type: errors say what kind of value was found, never the
     value itself (it may be transcript text)."""
     if value is None:
