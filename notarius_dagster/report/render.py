@@ -1,5 +1,5 @@
-"""Assembles the page: header, contents, the six lane sections, other lanes, rejections and
-warnings, and the cited transcript.
+"""Assembles the page: header, contents, a section per registered lane, lane files of unknown
+kinds, rejections and warnings, and the cited transcript.
 
 The page is one self-contained file: inline CSS, no script, no image, no font or stylesheet
 from anywhere, no link but in-page fragments, and a Content-Security-Policy that forbids
