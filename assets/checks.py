@@ -130,7 +130,7 @@ def refs_result(
             lane_key, "source_refs_in_document", "no accepted payload to check", {"references": 0}
         )
     try:
-        refs = kind.source_refs(result.payload)
+        artifact = result.artifact(kind)
     except ValueError as exc:  # pydantic ValidationError: the schema check says where
         return AssetCheckResult(
             asset_key=lane_key,
@@ -140,6 +140,7 @@ def refs_result(
             f"{result.kind} ({type(exc).__name__}); see schema_valid",
             metadata={"references": 0},
         )
+    refs = list(kind.project_source_refs(artifact)) if artifact is not None else []
     problems = ref_problems(refs, document.source_id, document.position_index())
     return AssetCheckResult(
         asset_key=lane_key,

@@ -40,11 +40,11 @@ def build_evidence_context_asset(
     pipeline: ResolvedPipeline, registry: LaneRegistry
 ) -> AssetsDefinition | None:
     """The asset for this pipeline, or None when evidence publication is not enabled."""
-    policy = pipeline.output_options.get("evidence_context")
+    policy = pipeline.output_options["evidence_context"]
     if policy is None:
         return None
-    allowlist: list[str] = list(policy["lanes"])
-    window: int = policy["window_units"]
+    allowlist = list(policy["lanes"])
+    window = policy["window_units"]
     in_run = [lane.id for lane in pipeline.lanes if lane.id in set(allowlist)]
     kinds = registry.kinds()
     ins = {"source_document": AssetIn("source_document")}

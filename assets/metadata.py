@@ -32,15 +32,14 @@ def _cell(value: object) -> object:
 
 def preview_table(result: LaneResult, kind: ArtifactKind) -> str:
     """The first records as a Markdown table of the kind's preview fields."""
-    items_field = kind.items_field
-    if not result.payload or not items_field:
-        return "_no records_"
     fields = kind.preview_fields
-    records = result.payload.get(items_field, [])[:PREVIEW_ROWS]
+    records = [
+        record.model_dump(mode="json", by_alias=True)
+        for record in result.records(kind)[:PREVIEW_ROWS]
+    ]
     rows = [
         {k: _cell(r[k]) for k in fields if k in r and isinstance(r[k], str | int | float | bool)}
         for r in records
-        if isinstance(r, dict)
     ]
     if not rows:
         return "_no records_"

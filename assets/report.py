@@ -67,18 +67,19 @@ def campaign_link(roster: Roster | None, session_id: str) -> CampaignLink | None
 
 def build_report_asset(
     *,
+    registry: LaneRegistry,
     base_url: str | None = None,
     pipeline: ResolvedPipeline | None = None,
     roster_file: Path | None = None,
-    registry: LaneRegistry | None = None,
 ) -> AssetsDefinition:
     """The report asset. `base_url` is where the reports folder is served (a report's URL is
     `<base_url>/<session>.html`); None reads NOTARIUS_REPORT_BASE_URL when the asset runs, and
     no URL is recorded when that is unset too. With `pipeline`, a run that starts here gets
     the session's run tags (assets/run_tags.py). `roster_file` is the profile's campaign roster:
     a session it lists gets a link to the campaign page, and speaker labels are shown as the
-    characters they denote (`report/speakers.py`). `registry` gives the report the
-    `LaneSpec` of a lane it has no section of its own for (shown as the table it declares)."""
+    characters they denote (`report/speakers.py`). `registry` gives the report every lane's
+    `LaneSpec`: each lane's section as its spec declares, its records read with its own
+    models."""
 
     @asset(
         name=REPORT_ASSET,
@@ -89,9 +90,10 @@ def build_report_asset(
         code_version=RENDERER_VERSION,
         kinds={"python", "html"},
         automation_condition=session_condition(),
-        description="A static HTML page of the published bundle: scenes, NPC cards, combat "
-        "rounds, spells, items, NPC interactions, each linked to the transcript lines it "
-        "cites; rejections and warnings. No LLM call; written beside the bundles "
+        description="A static HTML page of the published bundle: a section per lane as its "
+        "LaneSpec declares (scenes, NPC cards, combat rounds, spells, items, NPC "
+        "interactions, ...), each record linked to the transcript lines it cites; rejections "
+        "and warnings. No LLM call; written beside the bundles "
         "(.reports/<session>.html). Depends on: session_bundle.",
     )
     def session_report(context: AssetExecutionContext, store: BundleStore) -> MaterializeResult:

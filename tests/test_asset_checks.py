@@ -268,7 +268,7 @@ def test_a_bad_threshold_names_the_variable(monkeypatch: pytest.MonkeyPatch, val
 
 
 def test_preview_shows_allowlisted_fields_cut_short_and_never_prose() -> None:
-    quote = "Gustav | says: " + "a very long line straight out of the transcript " * 3
+    quote = "Gustav | says: " + "a very long line straight out of the transcript " * 2
     payload = npc_payload([("s1", 1, 1)])
     payload["npcs"][0].update(name=quote, description="SECRET DESCRIPTION TEXT")
     table = preview_table(lane_result(payload), NPC_KIND)

@@ -13,7 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from notarius_dagster.campaign.build import build_codex
+from notarius_dagster.campaign.build import LaneArtifact, codex_lane
+from notarius_dagster.campaign.build import build_codex as build_typed_codex
 from notarius_dagster.campaign.model import Codex
 from notarius_dagster.campaign.render import render_codex_page
 from notarius_dagster.campaign.store import (
@@ -211,6 +212,22 @@ def scenes(session: str, *ranges: tuple[int, int]) -> dict[str, Any]:
             for i, (a, b) in enumerate(ranges)
         ],
     }
+
+
+def build_codex(roster: Roster, published: dict[str, dict[str, Any]]) -> Codex:
+    """The codex of lane files in their published form (session -> kind -> artifact), read as
+    `publish_codex` reads a bundle's: the lanes whose record model the codex reads, with the
+    registry's models."""
+    lanes = registry()
+    typed = {
+        session: {
+            kind: LaneArtifact.of(spec, spec.list_model.model_validate(artifact))
+            for kind, artifact in by_kind.items()
+            if (spec := lanes.lane_of_kind(kind)) is not None and codex_lane(spec)
+        }
+        for session, by_kind in published.items()
+    }
+    return build_typed_codex(roster, typed)
 
 
 HANDMADE: dict[str, dict[str, Any]] = {

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from notarius_dagster.dnd.grounding import known_npcs
+from notarius_dagster.dnd.npcs.model import Npc
 from notarius_dagster.engine.chunking import make_chunk
 from notarius_dagster.engine.validators import schema_problems
 from notarius_dagster.modules import registry
@@ -87,12 +88,15 @@ def test_a_forged_name_from_the_model_is_rejected_not_published() -> None:
 
 
 def test_known_npcs_renders_every_name_on_the_one_line_it_shares() -> None:
-    """An artifact bound from a file (or published before names were checked) may still hold
-    a line break: the prompt context keeps it on one line, so no line starts with `[3]`."""
+    """A record that never went through the model's checks (built without validation, as a
+    stale or hand-made one may be) may still hold a line break: the prompt context keeps it on
+    one line, so no line starts with `[3]`. (A reference's records are typed: an artifact bound
+    from a file with such a name is refused when it is prepared.)"""
+    records = tuple(
+        Npc.model_construct(**npc) for npc in npc_list("Ornna", FORGED, "\u2028\t")["npcs"]
+    )
     request = SimpleNamespace(
-        context=SimpleNamespace(
-            references={"npcs": SimpleNamespace(artifact=npc_list("Ornna", FORGED, "\u2028\t"))}
-        )
+        context=SimpleNamespace(references={"npcs": SimpleNamespace(records=records)})
     )
     context = known_npcs(request)  # type: ignore[arg-type]
     assert context == "Ornna; Brannoc [3] MATT: Brannoc"

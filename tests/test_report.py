@@ -25,6 +25,7 @@ from dagster import AssetKey, DagsterInstance
 from assets.report import campaign_link
 from notarius_dagster.campaign.store import load_roster
 from notarius_dagster.cli.main import main
+from notarius_dagster.modules import registry
 from notarius_dagster.report import (
     REPORTS_DIR,
     ReportError,
@@ -35,9 +36,12 @@ from notarius_dagster.report import (
     report_run_id,
     write_report,
 )
+from notarius_dagster.report.markup import Anchors
 from notarius_dagster.report.markup import text as escaped
 from notarius_dagster.report.render import render_page
 from notarius_dagster.report.speakers import Speakers
+
+LANES = registry()
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "samples" / "crd3-c2e001-slice.jsonl"
@@ -234,7 +238,7 @@ def hostile_bundle(folder: Path) -> Path:
                     "source_id": "s1",
                     "start_unit_id": 1,
                     "end_unit_id": 5,
-                    "kind": "<i>combat",
+                    "kind": "combat",
                     "title": HOSTILE_UNIT,
                     "summary": HOSTILE_STYLE,
                     "source_ref": ref(1, 5),
@@ -242,9 +246,9 @@ def hostile_bundle(folder: Path) -> Path:
             ],
             "npcs": [
                 {
-                    "id": HOSTILE_ID,
+                    "id": "npc-gus",
                     "name": HOSTILE_NAME,
-                    "aliases": [HOSTILE_SPEAKER],
+                    "aliases": [HOSTILE_SPEAKER, "<i>Gus</i>"],
                     "description": HOSTILE_STYLE,
                     "source_refs": [ref(1), ref(3)],
                 }
@@ -256,7 +260,7 @@ def hostile_bundle(folder: Path) -> Path:
                     "event": "given",
                     "from": HOSTILE_NAME,
                     "to": HOSTILE_SPEAKER,
-                    "from_npc_id": HOSTILE_ID,
+                    "from_npc_id": "npc-gus",
                     "to_npc_id": None,
                     "quantity": 2,
                     "source_refs": [ref(2, 3)],
@@ -379,7 +383,7 @@ def assert_links_resolve(page: Page) -> None:
 
 @pytest.fixture
 def hostile(tmp_path: Path) -> str:
-    return render_report(load_bundle(hostile_bundle(tmp_path / "bundle")))
+    return render_report(load_bundle(hostile_bundle(tmp_path / "bundle"), LANES))
 
 
 # --- the page -------------------------------------------------------------------------------
@@ -388,8 +392,8 @@ def hostile(tmp_path: Path) -> str:
 def test_the_same_bundle_renders_the_same_bytes_wherever_it_lies(tmp_path: Path) -> None:
     first = hostile_bundle(tmp_path / "a")
     shutil.copytree(first, tmp_path / "elsewhere" / "b")
-    pages = [render_report(load_bundle(first)) for _ in range(2)]
-    pages.append(render_report(load_bundle(tmp_path / "elsewhere" / "b")))
+    pages = [render_report(load_bundle(first, LANES)) for _ in range(2)]
+    pages.append(render_report(load_bundle(tmp_path / "elsewhere" / "b", LANES)))
     assert pages[0] == pages[1] == pages[2]
     written = [write_report(tmp_path / "bundles", "s1", p).read_bytes() for p in pages]
     assert written[0] == written[1] == pages[0].encode()
@@ -407,9 +411,27 @@ def test_hostile_text_is_shown_as_text_and_never_becomes_markup(hostile: str) ->
     assert {e.tag for e in page.elements} <= SAFE_TAGS
     assert {a for e in page.elements for a in e.attrs} <= SAFE_ATTRS
     assert [e.tag for e in page.elements].count("style") == 1
-    # The speaker's <b> and the scene kind's <i> stayed text; the hostile id is sanitized.
+    # The speaker's <b> and the alias's <i> stayed text.
     assert "b" not in {e.tag for e in page.elements} and "i" not in {e.tag for e in page.elements}
-    assert "r-npcs-npc--a-href-x" in page.ids
+
+
+def test_a_lane_file_the_lane_model_refuses_is_refused_by_path_never_by_value(
+    tmp_path: Path,
+) -> None:
+    """Lane files are read with the lane's own record model (the registry's), so an id
+    outside the lane's pattern never reaches the page: the error names the file, the key
+    path and the rule, never the value. An id that did reach an anchor is sanitized."""
+    bundle = write_bundle(
+        tmp_path / "b",
+        order=[1],
+        lanes={"npcs": [{"id": HOSTILE_ID, "name": "Gus", "source_refs": [ref(1)]}]},
+    )
+    with pytest.raises(ReportError) as refused:
+        load_bundle(bundle, LANES)
+    assert str(refused.value) == (
+        "lanes/npcs.json: npcs.0.id: string_pattern_mismatch (1 problem(s))"
+    )
+    assert Anchors().claim("npcs", HOSTILE_ID) == "r-npcs-npc--a-href-x"
 
 
 def test_the_page_has_no_script_no_url_and_loads_nothing(hostile: str) -> None:
@@ -462,7 +484,7 @@ def test_a_range_covers_units_by_document_position_not_by_id(tmp_path: Path) -> 
             ]
         },
     )
-    page = Page(render_report(load_bundle(bundle)))
+    page = Page(render_report(load_bundle(bundle, LANES)))
     assert [e.attrs["id"] for e in page.by_class("unit")] == ["u-3", "u-7", "u-1"]
     assert {e.attrs["id"] for e in page.by_class("cited")} == {"u-3", "u-7", "u-1"}
     assert [e.attrs["href"] for e in page.by_class("cite")] == ["#u-3"]
@@ -490,7 +512,7 @@ def test_without_an_evidence_context_units_are_listed_by_id_and_the_page_says_so
             ]
         },
     )
-    html = render_report(load_bundle(bundle))
+    html = render_report(load_bundle(bundle, LANES))
     page = Page(html)
     assert "The evidence context is off for this bundle" in html
     assert [e.attrs["id"] for e in page.by_class("unit")] == ["u-2", "u-4"]
@@ -515,7 +537,7 @@ def test_a_unit_cited_outside_the_evidence_allowlist_still_has_its_anchor(tmp_pa
             ]
         },
     )
-    page = Page(render_report(load_bundle(bundle)))
+    page = Page(render_report(load_bundle(bundle, LANES)))
     assert [e.attrs["id"] for e in page.by_class("unit")] == ["u-1", "u-4"]
     assert [e.attrs["id"] for e in page.by_class("context")] == ["u-1"]
     assert len(page.by_class("missing")) == 1 and len(page.by_class("gap")) == 2
@@ -560,7 +582,7 @@ def test_combat_turns_are_grouped_by_consecutive_rounds_and_names_link_to_npc_ca
             ],
         },
     )
-    html = render_report(load_bundle(bundle))
+    html = render_report(load_bundle(bundle, LANES))
     rounds = re.findall(r"<h4>(Round [^<]*)</h4>", html)
     assert rounds == ["Round 1", "Round 2", "Round not stated", "Round 1"]
     card = "r-npcs-npc-gustav"
@@ -601,7 +623,7 @@ def test_rejections_and_warnings_are_counted_by_validator_and_code(tmp_path: Pat
         warnings=warnings,
         configured={"npcs": "rejected"},
     )
-    html = render_report(load_bundle(bundle))
+    html = render_report(load_bundle(bundle, LANES))
     rows = [re.findall(r"<td>(.*?)</td>", r) for r in re.findall(r"<tr>(.*?)</tr>", html)]
     assert ["npcs", "extract", "refs_in_chunk", "1"] in rows
     assert ["npcs", "extract", "schema", "2"] in rows
@@ -634,11 +656,11 @@ def test_the_badge_says_what_happened_not_the_contracts_rejected(tmp_path: Path)
     one_bad_chunk = write_bundle(
         tmp_path / "a", order=[1], lanes={"npcs": [npc]}, rejected=[rejection]
     )
-    html = render_report(load_bundle(one_bad_chunk))
+    html = render_report(load_bundle(one_bad_chunk, LANES))
     assert '<span class="status warn">all 1 lane(s) accepted, 1 chunk rejection(s)</span>' in html
     assert "validation_status: rejected" in html  # the contract value is still shown, muted
     clean = render_report(
-        load_bundle(write_bundle(tmp_path / "b", order=[1], lanes={"npcs": [npc]}))
+        load_bundle(write_bundle(tmp_path / "b", order=[1], lanes={"npcs": [npc]}), LANES)
     )
     assert '<span class="status ok">all 1 lane(s) accepted</span>' in clean
     lane_rejected = write_bundle(
@@ -648,7 +670,7 @@ def test_the_badge_says_what_happened_not_the_contracts_rejected(tmp_path: Path)
         rejected=[rejection],
         configured={"spells": "rejected"},
     )
-    html = render_report(load_bundle(lane_rejected))
+    html = render_report(load_bundle(lane_rejected, LANES))
     assert '<span class="status bad">1 of 2 lane(s) rejected</span>' in html
 
 
@@ -670,7 +692,7 @@ def test_an_unknown_kind_or_schema_version_is_listed_not_rendered(tmp_path: Path
         },
     ]
     bundle = write_bundle(tmp_path / "b", order=[1], lanes={}, extra_lanes=extra)
-    html = render_report(load_bundle(bundle))
+    html = render_report(load_bundle(bundle, LANES))
     assert '<section id="other"><h2>Other lanes</h2>' in html
     assert "<td>acme/loot</td><td>v1</td><td>4</td>" in html and "<td>v9</td>" in html
 
@@ -693,16 +715,16 @@ def test_an_unreadable_bundle_fails_with_a_content_safe_message(tmp_path: Path) 
         },
     )
     with pytest.raises(ReportError) as failed:
-        load_bundle(bundle)
+        load_bundle(bundle, LANES)
     assert "lanes/npcs.json: npcs.0.name: string_type" in str(failed.value)
     assert secret not in str(failed.value)
     mixed = write_bundle(tmp_path / "m", order=[1], lanes={})
     manifest = json.loads((mixed / "manifest.json").read_text())
     (mixed / "manifest.json").write_text(json.dumps({**manifest, "run_id": "run-2"}))
     with pytest.raises(ReportError, match="different runs"):
-        load_bundle(mixed)
+        load_bundle(mixed, LANES)
     with pytest.raises(ReportError, match="no published bundle"):
-        load_bundle(tmp_path / "nothing")
+        load_bundle(tmp_path / "nothing", LANES)
 
 
 def test_the_report_is_written_atomically_beside_the_bundles_and_can_be_removed(
@@ -783,7 +805,7 @@ def test_the_asset_writes_the_report_of_the_published_bundle_beside_it(
     assert sample.report.is_file()
     roster = load_roster(REPO / "configs" / "rosters" / "sample.yaml")
     expected = render_page(
-        load_bundle(sample.bundle), campaign_link(roster, SESSION), Speakers.of(roster, SESSION)
+        load_bundle(sample.bundle, LANES), campaign_link(roster, SESSION), Speakers.of(roster, SESSION)
     )
     assert sample.report.read_bytes() == expected.html.encode()
     index = json.loads((sample.bundle / "index.json").read_text())
@@ -879,7 +901,7 @@ def test_notarius_report_warns_when_the_bundle_is_newer_than_the_report(
 ) -> None:
     bundles = tmp_path / "bundles"
     bundle = write_bundle(bundles / "s1", order=[1], lanes={}, run_id="run-1")
-    write_report(bundles, "s1", render_report(load_bundle(bundle)))
+    write_report(bundles, "s1", render_report(load_bundle(bundle, LANES)))
     assert main(["report", "s1", "--bundles", str(bundles)]) == 0
     assert "warning" not in capsys.readouterr().err
     for name in ("index.json", "manifest.json"):

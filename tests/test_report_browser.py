@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from notarius_dagster.modules import registry
 from notarius_dagster.report import load_bundle, render_report, write_report
 from notarius_dagster.report.render import TARGET_BACKGROUND
 from tests.browser import artifacts
@@ -27,6 +28,8 @@ from tests.test_report import (
     build_sample_bundle,
     hostile_bundle,
 )
+
+LANES = registry()
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
@@ -144,7 +147,7 @@ def test_hostile_transcript_text_stays_text_in_the_browser(
     from playwright.sync_api import expect
 
     bundle = hostile_bundle(tmp_path / "bundle")
-    path = write_report(tmp_path / "bundles", "s1", render_report(load_bundle(bundle)))
+    path = write_report(tmp_path / "bundles", "s1", render_report(load_bundle(bundle, LANES)))
     page, uri = watched.page, path.resolve().as_uri()
     page.goto(uri)
     expect(page.locator("#u-1 .text")).to_have_text(HOSTILE_UNIT)

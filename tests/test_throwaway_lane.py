@@ -7,6 +7,7 @@ UI metadata without any other file of the project being touched."""
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ LANE_PY = '''
     from notarius_dagster.dnd.llm_extract import llm_extractor
     from notarius_dagster.dnd.records import ids_rule
     from notarius_dagster.engine.lane_models import AnswerSpec
-    from notarius_dagster.engine.lanes import LaneModules, LaneSpec, ReportTable
+    from notarius_dagster.engine.lanes import LaneModules, LaneSpec, ReportColumn, ReportTable
 
     from .model import OwlSighting
 
@@ -49,7 +50,13 @@ LANE_PY = '''
         support_fields=("owl",),
         preview_fields=("id", "owl", "perch"),
         report=ReportTable(
-            title="Owls seen", noun="sightings", columns=(("Owl", "owl"), ("Perch", "perch"))
+            title="Owls seen",
+            noun="sightings",
+            columns=(
+                ("Owl", "owl"),
+                ReportColumn("Perch", "perch", template="on the {}"),
+                ReportColumn("Kind", "owl", labels=(("barn owl", "common"),), template="rare"),
+            ),
         ),
     )
 '''
@@ -145,11 +152,23 @@ def test_a_lane_from_a_temporary_folder_reaches_the_bundle_the_report_and_the_ui
         ("owl-0002", "snowy owl", None),
     ]
 
-    # the report: a section of its own, with the columns the LaneSpec declares
+    # the report: a section of its own, with the columns the LaneSpec declares, each record a
+    # row whose cells are shown as the columns say (a template, labels, a dash for None),
+    # listed in the page's contents after the D&D lanes' sections
     page = report_path(data / "bundles", "owls").read_text()
     assert '<section id="lane-owl-sightings"><h2>Owls seen</h2>' in page
-    assert "<th>Sightings</th><th>Owl</th><th>Perch</th><th>Cites</th>" in page
-    assert "owl-0001" in page and "barn owl" in page and "rafters" in page
+    assert "<th>Sightings</th><th>Owl</th><th>Perch</th><th>Kind</th><th>Cites</th>" in page
+    rows = re.findall(r'<tr class="record" id="([^"]+)">((?:<td>.*?</td>)+)</tr>', page)
+    cells = [(anchor, re.findall(r"<td>(.*?)</td>", row)[:4]) for anchor, row in rows]
+    assert cells == [
+        ("r-owl-sightings-owl-0001", ["owl-0001", "barn owl", "on the rafters", "common"]),
+        (
+            "r-owl-sightings-owl-0002",
+            ["owl-0002", "snowy owl", '<span class="none">&#8212;</span>', "rare"],
+        ),
+    ]
+    nav = re.findall(r'<li><a href="#([a-z-]+)">', page)
+    assert nav.index("lane-owl-sightings") > nav.index("interactions")
     assert "not shown here" not in page  # not relegated to the unknown lanes' list
 
     # the UI: the lane asset's description and materialization metadata

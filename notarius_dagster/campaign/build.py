@@ -21,7 +21,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypeVar
+
+from pydantic import BaseModel
 
 from notarius_dagster.campaign.model import (
     Appearance,
@@ -31,26 +33,57 @@ from notarius_dagster.campaign.model import (
     CodexPartyMember,
     CodexScene,
     CodexSession,
+    HolderStatus,
     ItemEvent,
     ItemHolder,
     Merge,
     MergeReason,
+    PossiblyReason,
     PossiblySame,
     SpellTotal,
 )
+from notarius_dagster.dnd.item_events.model import ItemEvent as ItemEventRecord
+from notarius_dagster.dnd.npcs.model import Npc
 from notarius_dagster.dnd.roster import Roster, RosterIndex, name_key
+from notarius_dagster.dnd.scene_descriptions.model import SceneDescription
+from notarius_dagster.dnd.spells.model import SpellCast
 from notarius_dagster.engine.digest import digest_of
+from notarius_dagster.engine.lanes import LaneSpec
 from notarius_dagster.engine.models import SourceRef
 
-NPC_KIND = "dnd/npc-list"
-SCENE_KIND = "dnd/scene-description-list"
-ITEM_KIND = "dnd/item-event-list"
-SPELL_KIND = "dnd/spell-list"
-READ_KINDS = (NPC_KIND, SCENE_KIND, ITEM_KIND, SPELL_KIND)
-"""The lane kinds the codex reads (combat turns and NPC interactions are not in it yet)."""
+CODEX_RECORDS: tuple[type[BaseModel], ...] = (Npc, SceneDescription, ItemEventRecord, SpellCast)
+"""The record models the codex reads: a registered lane whose record model is one of these is
+read, whatever its id or kind says (combat turns and NPC interactions are not in it yet)."""
 
-SessionLanes = Mapping[str, Mapping[str, Any]]
-"""One published session: lane kind -> its accepted artifact (as published)."""
+R = TypeVar("R", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class LaneArtifact:
+    """One published lane file the codex reads: its kind, the artifact as its lane's list
+    model, and the artifact's records (instances of the lane's record model)."""
+
+    kind: str
+    artifact: BaseModel
+    records: tuple[BaseModel, ...]
+
+    @classmethod
+    def of(cls, spec: LaneSpec, artifact: BaseModel) -> LaneArtifact:
+        return cls(spec.kind, artifact, spec.artifact_kind.records(artifact))
+
+    def published(self) -> dict[str, object]:
+        """The artifact as published (what the session's `lanes_digest` is of)."""
+        dumped: dict[str, object] = self.artifact.model_dump(mode="json", by_alias=True)
+        return dumped
+
+
+def codex_lane(spec: LaneSpec | None) -> bool:
+    """Whether the codex reads the lane of `spec` (by its record model)."""
+    return spec is not None and spec.record_model in CODEX_RECORDS
+
+
+SessionLanes = Mapping[str, LaneArtifact]
+"""One published session: lane kind -> its accepted artifact, typed."""
 
 _ARTICLE = re.compile(r"^(?:a|an|the|some|his|her|their|my|our)\s+")
 _PERSON_ARTICLE = re.compile(r"^\s*(?:a|an|the)\s+(?=\S)", re.IGNORECASE)
@@ -78,7 +111,7 @@ def build_codex(roster: Roster, published: Mapping[str, SessionLanes]) -> Codex:
     sessions = []
     for position, session in enumerate(order, start=1):
         lanes = published.get(session.id)
-        read = {k: dict(lanes[k]) for k in sorted(lanes) if k in READ_KINDS} if lanes else {}
+        read = {k: lanes[k].published() for k in sorted(lanes)} if lanes else {}
         sessions.append(
             CodexSession(
                 id=session.id,
@@ -115,12 +148,13 @@ def build_codex(roster: Roster, published: Mapping[str, SessionLanes]) -> Codex:
     )
 
 
-def _records(lanes: SessionLanes, kind: str, field_name: str) -> list[dict[str, Any]]:
-    return list((lanes.get(kind) or {}).get(field_name, []))
+def _records(lanes: SessionLanes, model: type[R]) -> list[R]:
+    """The session's records of one record model, in lane-kind order then record order."""
+    return [r for k in sorted(lanes) for r in lanes[k].records if isinstance(r, model)]
 
 
-def _refs(record: Mapping[str, Any]) -> list[SourceRef]:
-    return [SourceRef(**r) for r in record.get("source_refs", [])]
+def _refs(record: Npc | ItemEventRecord) -> list[SourceRef]:
+    return [ref.model_copy() for ref in record.source_refs]
 
 
 # ---- NPCs ----
@@ -132,7 +166,7 @@ class _Seen:
 
     index: int
     session: str
-    record: Mapping[str, Any]
+    record: Npc
     name: str
     aliases: frozenset[str]
     known: int | None = None
@@ -191,11 +225,11 @@ def _appearances(
     known = _known_index(roster)
     seen: list[_Seen] = []
     for session, lanes in ordered:
-        for record in _records(lanes, NPC_KIND, "npcs"):
-            if table.is_party([record.get("name")]) or table.is_dm(record.get("name")):
+        for record in _records(lanes, Npc):
+            if table.is_party([record.name]) or table.is_dm(record.name):
                 continue  # the table, not the world
-            name = person_key(record.get("name", ""))
-            aliases = frozenset(person_key(a) for a in record.get("aliases", [])) - {"", name}
+            name = person_key(record.name)
+            aliases = frozenset(person_key(a) for a in record.aliases) - {"", name}
             item = _Seen(len(seen), session, record, name, aliases)
             hits = {known[k] for k in item.keys if k in known}
             item.known = next(iter(hits)) if len(hits) == 1 else None
@@ -276,19 +310,19 @@ def _entry(
 ) -> CodexNpc:
     first = members[0]
     known = next((m.known for m in members if m.known is not None), None)
-    name = roster.npcs[known].name if known is not None else first.record["name"]
+    name = roster.npcs[known].name if known is not None else first.record.name
     names: dict[str, str] = {}
     for m in members:
-        for n in [m.record["name"], *m.record.get("aliases", [])]:
+        for n in [m.record.name, *m.record.aliases]:
             names.setdefault(person_key(n), n)
     if known is not None:
         for n in roster.npcs[known].aliases:
             names.setdefault(person_key(n), n)
     aliases = sorted((n for k, n in names.items() if k and k != person_key(name)), key=str.casefold)
     base = "npc-" + (re.sub(r"[^a-z0-9]+", "-", name_key(name)).strip("-")[:50] or "unnamed")
-    npc_id, n = base, 2
+    npc_id, suffix = base, 2
     while npc_id in used:
-        npc_id, n = f"{base}-{n}", n + 1
+        npc_id, suffix = f"{base}-{suffix}", suffix + 1
     used.add(npc_id)
     sessions = list(dict.fromkeys(m.session for m in members))
     return CodexNpc(
@@ -302,9 +336,9 @@ def _entry(
         appearances=[
             Appearance(
                 session=m.session,
-                npc_id=m.record.get("id") or "",
-                name=m.record["name"],
-                aliases=list(m.record.get("aliases", [])),
+                npc_id=m.record.id or "",
+                name=m.record.name,
+                aliases=list(m.record.aliases),
                 source_refs=_refs(m.record),
             )
             for m in members
@@ -312,9 +346,9 @@ def _entry(
         merges=[
             Merge(
                 session=seen[b].session,
-                npc_id=seen[b].record.get("id") or "",
+                npc_id=seen[b].record.id or "",
                 to_session=seen[a].session,
-                to_npc_id=seen[a].record.get("id") or "",
+                to_npc_id=seen[a].record.id or "",
                 reason=reason,
                 key=key,
             )
@@ -342,7 +376,7 @@ def _possibly_same(
         names[entry_of[s.index]].add(s.name)
     found: dict[tuple[str, str], PossiblySame] = {}
 
-    def note(x: str, y: str, reason: Any, key: str) -> None:
+    def note(x: str, y: str, reason: PossiblyReason, key: str) -> None:
         a, b = sorted((x, y))
         if a != b and (a, b) not in found:
             found[(a, b)] = PossiblySame(a=a, b=b, reason=reason, key=key)
@@ -372,24 +406,26 @@ def _item_events(
 ) -> list[ItemEvent]:
     """The ledger; a `from`/`to` that is the DM's label is unsaid (null)."""
 
-    def holder(name: Any) -> Any:
+    def holder(name: str | None) -> str | None:
         return None if table.is_dm(name) else name
 
     events: list[ItemEvent] = []
     for session, lanes in ordered:
-        for record in _records(lanes, ITEM_KIND, "item_events"):
+        for record in _records(lanes, ItemEventRecord):
             events.append(
-                ItemEvent(
-                    position=len(events) + 1,
-                    session=session,
-                    event_id=record.get("id") or "",
-                    item=record["item"],
-                    item_key=item_key(record["item"]),
-                    event=record["event"],
-                    **{"from": holder(record.get("from"))},
-                    to=holder(record.get("to")),
-                    quantity=record.get("quantity"),
-                    source_refs=_refs(record),
+                ItemEvent.model_validate(
+                    {
+                        "position": len(events) + 1,
+                        "session": session,
+                        "event_id": record.id or "",
+                        "item": record.item,
+                        "item_key": item_key(record.item),
+                        "event": record.event,
+                        "from": holder(record.from_),
+                        "to": holder(record.to),
+                        "quantity": record.quantity,
+                        "source_refs": _refs(record),
+                    }
                 )
             )
     return events
@@ -399,33 +435,44 @@ def _holders(events: Iterable[ItemEvent]) -> list[ItemHolder]:
     """Each item's state after its events, in campaign order: acquired, given, bought or sold
     moves it to `to` (unknown when `to` is not said); lost and destroyed end its holding;
     used says nothing about who has it (the holder stays, and so does the event that says so)."""
-    state: dict[str, dict[str, Any]] = {}
+    state: dict[str, _Holding] = {}
     for e in events:
         current = state.setdefault(
-            e.item_key,
-            {
-                "item": e.item,
-                "events": 0,
-                "status": "unknown",
-                "holder": None,
-                "session": e.session,
-                "event_id": e.event_id,
-            },
+            e.item_key, _Holding(e.item, "unknown", None, e.session, e.event_id)
         )
-        current["events"] += 1
+        current.events += 1
         if e.event in ("acquired", "given", "bought", "sold"):
-            current.update(
-                status="held" if e.to else "unknown",
-                holder=e.to,
-                session=e.session,
-                event_id=e.event_id,
-            )
+            current.said(e, "held" if e.to else "unknown", e.to)
         elif e.event in ("lost", "destroyed"):
-            current.update(status=e.event, holder=None, session=e.session, event_id=e.event_id)
+            current.said(e, "lost" if e.event == "lost" else "destroyed", None)
     return [
-        ItemHolder(item_key=key, **value)
-        for key, value in sorted(state.items(), key=lambda kv: kv[0])
+        ItemHolder(
+            item=h.item,
+            item_key=key,
+            status=h.status,
+            holder=h.holder,
+            session=h.session,
+            event_id=h.event_id,
+            events=h.events,
+        )
+        for key, h in sorted(state.items(), key=lambda kv: kv[0])
     ]
+
+
+@dataclass
+class _Holding:
+    """An item's state while its events are read (`ItemHolder` once all are)."""
+
+    item: str
+    status: HolderStatus
+    holder: str | None
+    session: str
+    event_id: str
+    events: int = 0
+
+    def said(self, event: ItemEvent, status: HolderStatus, holder: str | None) -> None:
+        self.status, self.holder = status, holder
+        self.session, self.event_id = event.session, event.event_id
 
 
 # ---- spells ----
@@ -433,45 +480,71 @@ def _holders(events: Iterable[ItemEvent]) -> list[ItemHolder]:
 
 def _castings(
     ordered: Sequence[tuple[str, SessionLanes]], table: RosterIndex
-) -> list[tuple[str, dict[str, Any]]]:
+) -> list[tuple[str, SpellCast]]:
     """Every casting, but those whose caster is the DM's label (never a caster)."""
     return [
         (s, r)
         for s, lanes in ordered
-        for r in _records(lanes, SPELL_KIND, "spells")
-        if not table.is_dm(r.get("caster"))
+        for r in _records(lanes, SpellCast)
+        if not table.is_dm(r.caster)
     ]
 
 
 def _spells_by_caster(
     ordered: Sequence[tuple[str, SessionLanes]], table: RosterIndex
 ) -> list[CasterSpells]:
-    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    rows: dict[tuple[str, str], _Tally] = {}
     for session, r in _castings(ordered, table):
-        key = (name_key(r["caster"]), name_key(r["spell"]))
-        row = rows.setdefault(
-            key, {"caster": r["caster"], "spell": r["spell"], "count": 0, "sessions": []}
+        key = (name_key(r.caster), name_key(r.spell))
+        rows.setdefault(key, _Tally(r.caster, r.spell)).add(session, r.caster)
+    return [
+        CasterSpells(
+            caster_key=c,
+            spell_key=s,
+            caster=row.caster,
+            spell=row.spell,
+            count=row.count,
+            sessions=row.sessions,
         )
-        row["count"] += 1
-        if session not in row["sessions"]:
-            row["sessions"].append(session)
-    return [CasterSpells(caster_key=c, spell_key=s, **row) for (c, s), row in sorted(rows.items())]
+        for (c, s), row in sorted(rows.items())
+    ]
+
+
+@dataclass
+class _Tally:
+    """Castings of one spell (by one caster): the names as first written, how many, in which
+    sessions, by whom (one name per caster, as first written)."""
+
+    caster: str
+    spell: str
+    count: int = 0
+    sessions: list[str] = field(default_factory=list)
+    casters: list[str] = field(default_factory=list)
+
+    def add(self, session: str, caster: str) -> None:
+        self.count += 1
+        if session not in self.sessions:
+            self.sessions.append(session)
+        if name_key(caster) not in {name_key(c) for c in self.casters}:
+            self.casters.append(caster)
 
 
 def _spell_totals(
     ordered: Sequence[tuple[str, SessionLanes]], table: RosterIndex
 ) -> list[SpellTotal]:
-    rows: dict[str, dict[str, Any]] = {}
+    rows: dict[str, _Tally] = {}
     for session, r in _castings(ordered, table):
-        row = rows.setdefault(
-            name_key(r["spell"]), {"spell": r["spell"], "count": 0, "casters": [], "sessions": []}
+        rows.setdefault(name_key(r.spell), _Tally(r.caster, r.spell)).add(session, r.caster)
+    return [
+        SpellTotal(
+            spell_key=k,
+            spell=row.spell,
+            count=row.count,
+            casters=row.casters,
+            sessions=row.sessions,
         )
-        row["count"] += 1
-        if name_key(r["caster"]) not in {name_key(c) for c in row["casters"]}:
-            row["casters"].append(r["caster"])  # as first written, one per caster
-        if session not in row["sessions"]:
-            row["sessions"].append(session)
-    return [SpellTotal(spell_key=k, **row) for k, row in sorted(rows.items())]
+        for k, row in sorted(rows.items())
+    ]
 
 
 # ---- scenes ----
@@ -481,12 +554,12 @@ def _scenes(ordered: Sequence[tuple[str, SessionLanes]]) -> list[CodexScene]:
     return [
         CodexScene(
             session=session,
-            scene_id=r["scene_id"],
-            kind=r["kind"],
-            title=r["title"],
-            start_unit_id=r["start_unit_id"],
-            end_unit_id=r["end_unit_id"],
+            scene_id=r.scene_id,
+            kind=r.kind,
+            title=r.title,
+            start_unit_id=r.start_unit_id,
+            end_unit_id=r.end_unit_id,
         )
         for session, lanes in ordered
-        for r in _records(lanes, SCENE_KIND, "scene_descriptions")
+        for r in _records(lanes, SceneDescription)
     ]

@@ -119,13 +119,16 @@ class ItemEvent(_Strict):
     )
 
 
+HolderStatus = Literal["held", "lost", "destroyed", "unknown"]
+
+
 class ItemHolder(_Strict):
     """An item's state after the last event that says who has it: `holder` (null when the
     events say it was lost or destroyed, or never say who took it) and the event that says so."""
 
     item: str
     item_key: str
-    status: Literal["held", "lost", "destroyed", "unknown"]
+    status: HolderStatus
     holder: str | None
     session: str
     event_id: str

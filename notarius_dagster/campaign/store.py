@@ -27,7 +27,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from notarius_dagster.campaign.build import READ_KINDS, SessionLanes, build_codex
+from notarius_dagster.campaign.build import LaneArtifact, SessionLanes, build_codex, codex_lane
 from notarius_dagster.campaign.model import CampaignEntry, CampaignIndex, Codex
 from notarius_dagster.dnd.roster import Roster, roster_slot
 from notarius_dagster.engine.digest import digest_of
@@ -104,22 +104,23 @@ def read_session(
         return None
     folder = Path(os.path.realpath(link))  # one version, even if a publish swaps the link
     index = _read_json(folder / "index.json", f"session {session_id!r}: index.json")
-    lanes: dict[str, dict[str, Any]] = {}
+    lanes: dict[str, LaneArtifact] = {}
     for lane in index.get("lanes", []):
         kind, name = lane.get("kind"), str(lane.get("file", ""))
-        if kind not in READ_KINDS:
+        spec = registry.lane_of_kind(kind) if isinstance(kind, str) else None
+        if spec is None or not codex_lane(spec):
             continue
         rel = PurePosixPath(name)
         if not name or rel.is_absolute() or ".." in rel.parts:
             raise CodexError(f"session {session_id!r}: index.json names an unsafe file")
         payload = _read_json(folder / rel, f"session {session_id!r}: {name}")
         try:  # the lane's pydantic model, the schema's source (paths and types, no values)
-            registry.kind(kind).parse(payload)
+            artifact = spec.list_model.model_validate(payload)
         except ValidationError as exc:
             first = exc.errors()[0]
             where = "/".join(str(p) for p in first["loc"]) or "(root)"
             raise CodexError(f"session {session_id!r}: {name}: {where}: {first['type']}") from None
-        lanes[kind] = payload
+        lanes[spec.kind] = LaneArtifact.of(spec, artifact)
     return lanes
 
 

@@ -17,7 +17,12 @@ from notarius_dagster.dnd.llm_extract import (
     llm_extractor,
 )
 from notarius_dagster.dnd.records import first_position, ids_rule, sort_refs
-from notarius_dagster.engine.contracts import MergeRequest, ModuleOutput, NormalizeRequest
+from notarius_dagster.engine.contracts import (
+    Extractor,
+    MergeRequest,
+    ModuleOutput,
+    NormalizeRequest,
+)
 from notarius_dagster.engine.digest import digest_of
 from notarius_dagster.engine.lanes import LaneModules, NoOptionsModule
 from notarius_dagster.engine.models import SourceDocument, SourceRef
@@ -29,7 +34,7 @@ def event_modules(
     *,
     convert: Converters | None = None,
     context: PromptContext | None = None,
-    gate: Callable[[LLMListExtractor], Any] | None = None,
+    gate: Callable[[LLMListExtractor], Extractor] | None = None,
     name_lists: Sequence[str] = (),
     npc_side: str | None = None,
     merge: type[EventMerger] | None = None,

@@ -17,6 +17,7 @@ from notarius_dagster.dnd.llm_extract import (
     canonical_name,
 )
 from notarius_dagster.dnd.records import one_line
+from notarius_dagster.dnd.reference_fingerprints import npcs_of
 from notarius_dagster.dnd.roster import (
     drop_dm_labels,
     drop_party_side,
@@ -51,16 +52,17 @@ class NpcIndex:
     known_ids: frozenset[str]
 
     @classmethod
-    def from_artifact(cls, artifact: Mapping[str, Any] | None) -> NpcIndex:
+    def of(cls, reference: PreparedReference | None) -> NpcIndex:
+        """The index of a bound `npcs` reference's records (empty without one)."""
         by_name: dict[str, str] = {}
         ambiguous: set[str] = set()
         known: set[str] = set()
-        for npc in (artifact or {}).get("npcs", []):
-            npc_id = npc.get("id")
+        for npc in npcs_of(reference):
+            npc_id = npc.id
             if not npc_id:
                 continue  # an un-normalized NPC has no id to ground to
             known.add(npc_id)
-            for name in [npc.get("name", ""), *npc.get("aliases", [])]:
+            for name in [npc.name, *npc.aliases]:
                 key = canonical_name(name)
                 if not key:
                     continue
@@ -87,24 +89,23 @@ def npc_index(references: Mapping[str, PreparedReference]) -> NpcIndex | None:
     ref = references.get(NPCS_SLOT)
     if ref is None:
         return None
-    return NpcIndex.from_artifact(ref.artifact)
+    return NpcIndex.of(ref)
 
 
-def npc_names(references: Mapping[str, Any], value: str) -> list[str]:
+def npc_names(references: Mapping[str, object], value: str) -> list[str]:
     """The support validator's known-names hook (`engine/support.py`): when `value` denotes
     exactly one NPC of the bound `npcs` artifact (by name or alias, as grounding matches), that
     NPC's name and aliases, the names a transcript line may call it by. Nothing for a name the
     artifact does not know, an ambiguous one, or without the reference."""
     ref = references.get(NPCS_SLOT)
-    artifact = getattr(ref, "artifact", None)
-    if not artifact:
+    if not isinstance(ref, PreparedReference) or ref.artifact is None:
         return []
-    npc_id = NpcIndex.from_artifact(artifact).lookup(value)
+    npc_id = NpcIndex.of(ref).lookup(value)
     if npc_id is None:
         return []
-    for npc in artifact.get("npcs", []):
-        if npc.get("id") == npc_id:
-            return [str(n) for n in [npc.get("name", ""), *npc.get("aliases", [])] if n]
+    for npc in npcs_of(ref):
+        if npc.id == npc_id:
+            return [n for n in [npc.name, *npc.aliases] if n]
     return []
 
 
@@ -207,7 +208,7 @@ def known_npcs(request: ExtractRequest) -> str:
     in it would start a line of its own in the prompt (`[3] MATT: ...`, a forged unit marker).
     The record model refuses such names; this holds for an artifact bound from a file too."""
     ref = request.context.references.get(NPCS_SLOT)
-    names = [npc["name"] for npc in ((ref.artifact if ref else None) or {}).get("npcs", [])]
+    names = [npc.name for npc in npcs_of(ref)]
     shown = [name for name in (one_line(str(n)) for n in names[:MAX_CONTEXT_NPCS]) if name]
     return "; ".join(shown) if shown else "(none known)"
 
@@ -237,7 +238,7 @@ def grounding_problems(
         return []
     if NPCS_SLOT not in refs:
         return _ids_without_reference(output, items_field, fields)
-    index = NpcIndex.from_artifact(refs[NPCS_SLOT].artifact)
+    index = NpcIndex.of(refs[NPCS_SLOT])
     problems: list[str] = []
     for i, record in enumerate(_records(output, items_field)):
         for name_field, id_field in fields:

@@ -25,6 +25,7 @@ from notarius_dagster.dnd.reference_fingerprints import consumed_fingerprint
 from notarius_dagster.dnd.roster import party_context
 from notarius_dagster.engine.chunking import render_unit
 from notarius_dagster.engine.contracts import (
+    Extractor,
     ExtractRequest,
     ModuleOutput,
     PreparedReference,
@@ -216,7 +217,7 @@ class LLMListExtractor:
     def __init__(
         self,
         lane: LaneSpec,
-        options: Mapping[str, Any],
+        options: Mapping[str, object],
         *,
         to_payload: ToPayload = list_payload,
         context: PromptContext | None = None,
@@ -334,12 +335,12 @@ def llm_extractor(
     to_payload: ToPayload = list_payload,
     *,
     context: PromptContext | None = None,
-    wrap: Callable[[LLMListExtractor], Any] | None = None,
+    wrap: Callable[[LLMListExtractor], Extractor] | None = None,
 ) -> ModuleFactory:
     """The extract factory of an LLM lane: `to_payload` converts the answer, `context` fills
     the prompt's `{context}`, `wrap` puts the extractor behind a gate (combat turns)."""
 
-    def build(lane: LaneSpec, options: dict[str, Any]) -> Any:
+    def build(lane: LaneSpec, options: Mapping[str, object]) -> Extractor:
         extractor = LLMListExtractor(lane, options, to_payload=to_payload, context=context)
         return wrap(extractor) if wrap is not None else extractor
 

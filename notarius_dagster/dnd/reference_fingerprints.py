@@ -11,9 +11,9 @@ into each chunk's checkpoint fingerprint instead of the reference's whole digest
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
-from typing import Any
 
+from notarius_dagster.dnd.npcs.model import Npc
+from notarius_dagster.dnd.scene_descriptions.model import SceneDescription
 from notarius_dagster.engine.contracts import PreparedReference
 from notarius_dagster.engine.digest import digest_of
 from notarius_dagster.engine.models import Chunk
@@ -27,6 +27,12 @@ _npc_cache: dict[str, str] = {}
 _npc_lock = threading.Lock()
 
 
+def npcs_of(reference: PreparedReference | None) -> list[Npc]:
+    """The NPC records of a bound `npcs` reference, typed (none without one)."""
+    records = reference.records if reference is not None else ()
+    return [npc for npc in records if isinstance(npc, Npc)]
+
+
 def npc_names_fingerprint(reference: PreparedReference) -> str:
     """Digest of the NPCs' ids, names and aliases in order (cached by the reference's digest:
     every chunk of a lane asks for the same one)."""
@@ -34,13 +40,8 @@ def npc_names_fingerprint(reference: PreparedReference) -> str:
         held = _npc_cache.get(reference.digest)
     if held is not None:
         return held
-    npcs = (reference.artifact or {}).get("npcs", [])
     value = digest_of(
-        [
-            {"id": n.get("id"), "name": n.get("name"), "aliases": list(n.get("aliases", []))}
-            for n in npcs
-            if isinstance(n, Mapping)
-        ]
+        [{"id": n.id, "name": n.name, "aliases": list(n.aliases)} for n in npcs_of(reference)]
     )
     with _npc_lock:
         if len(_npc_cache) > 256:
@@ -52,10 +53,10 @@ def npc_names_fingerprint(reference: PreparedReference) -> str:
 def scene_record_fingerprint(reference: PreparedReference, chunk: Chunk) -> str:
     """Digest of the chunk's own scene records (those with its id: the gate reads nothing
     else), each reduced to the fields the gate compares."""
-    records: list[Any] = [
-        {field: record.get(field) for field in SCENE_FIELDS}
-        for record in (reference.artifact or {}).get("scene_descriptions", [])
-        if isinstance(record, Mapping) and record.get("scene_id") == chunk.chunk_id
+    records = [
+        {field: getattr(record, field) for field in SCENE_FIELDS}
+        for record in reference.records
+        if isinstance(record, SceneDescription) and record.scene_id == chunk.chunk_id
     ]
     return digest_of({"artifact": reference.kind, "records": records})
 

@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_vali
 
 from notarius_dagster.engine.artifact_kinds import ArtifactKind
 from notarius_dagster.engine.contracts import PreparedReference
-from notarius_dagster.engine.models import ReferenceSlot, RunWarning
+from notarius_dagster.engine.models import ReferenceSlot, RunWarning, SourceRef
 
 ROSTER_SLOT = "roster"
 ROSTER_KIND = "dnd/roster"
@@ -172,7 +172,7 @@ class Roster(_Strict):
         return next((s.number for s in self.sessions if s.id == session_id), None)
 
 
-def _no_refs(_model: BaseModel) -> Iterable[Any]:
+def _no_refs(_model: BaseModel) -> Iterable[SourceRef]:
     return ()
 
 
@@ -204,9 +204,9 @@ class RosterIndex:
     def of(cls, references: Mapping[str, PreparedReference], session_id: str) -> RosterIndex | None:
         """The index of the bound `roster` reference, or None when the slot is unbound."""
         ref = references.get(ROSTER_SLOT)
-        if ref is None or ref.artifact is None:
+        if ref is None or not isinstance(ref.typed, Roster):
             return None
-        return cls(Roster.model_validate(dict(ref.artifact)), session_id)
+        return cls(ref.typed, session_id)
 
     @cached_property
     def active(self) -> list[PartyMember]:
@@ -240,7 +240,7 @@ class RosterIndex:
     def is_party(self, names: Iterable[str | None]) -> bool:
         return any(name_key(n) in self.party_keys for n in names if n)
 
-    def is_dm(self, name: Any) -> bool:
+    def is_dm(self, name: object) -> bool:
         return isinstance(name, str) and name_key(name) in self.dm_keys
 
     def character_for(self, name: str | None) -> str | None:
@@ -411,17 +411,17 @@ def map_speakers(
 _INDEXES: dict[str, RosterIndex] = {}
 
 
-def speaker_names(references: Mapping[str, Any], label: str) -> Sequence[str]:
+def speaker_names(references: Mapping[str, object], label: str) -> Sequence[str]:
     """The support validator's speaker hook (`engine/support.py`): the names of the party
     member a speaker label belongs to (`LAURA` -> `Jester`, her aliases, the player), so a
     line Laura speaks counts as a mention of Jester where the supported field is the speaker
     (`speaker_acts`: a combat turn's actor), and nowhere else. Names do not depend on the
     session (a label names its player in every session). One index per roster digest."""
     ref = references.get(ROSTER_SLOT)
-    if ref is None or getattr(ref, "artifact", None) is None:
+    if not isinstance(ref, PreparedReference) or not isinstance(ref.typed, Roster):
         return ()
     index = _INDEXES.get(ref.digest)
     if index is None:
-        index = RosterIndex(Roster.model_validate(dict(ref.artifact)), "")
+        index = RosterIndex(ref.typed, "")
         _INDEXES[ref.digest] = index
     return index.aliases_for(label)

@@ -6,9 +6,8 @@ ever sees kinds through the lane registry value (`engine/registry.py`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from pydantic import BaseModel
 
@@ -40,16 +39,22 @@ class ArtifactKind:
     """Whether the supported field names the one who speaks (a turn's actor), so the names a
     speaker-name hook maps a cited unit's label to count as mentions (engine/support.py)."""
 
-    def json_schema(self) -> dict[str, Any]:
+    def json_schema(self) -> dict[str, object]:
         """The JSON Schema generated from the model (the checked-in file must equal it)."""
         schema = self.model.model_json_schema()
         schema["$id"] = self.schema_id
         schema["title"] = self.schema_name
         return schema
 
-    def parse(self, payload: dict[str, Any]) -> BaseModel:
+    def parse(self, payload: Mapping[str, object]) -> BaseModel:
+        """A payload of this kind as its typed model (`pydantic.ValidationError` if not one)."""
         return self.model.model_validate(payload)
 
-    def source_refs(self, payload: dict[str, Any]) -> list[SourceRef]:
+    def records(self, artifact: BaseModel) -> tuple[BaseModel, ...]:
+        """The records of a typed artifact of this kind, in order."""
+        records: list[BaseModel] = getattr(artifact, self.items_field)
+        return tuple(records)
+
+    def source_refs(self, payload: Mapping[str, object]) -> list[SourceRef]:
         """Direct references of a (valid) payload, in record order."""
         return list(self.project_source_refs(self.parse(payload)))

@@ -23,7 +23,6 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
 
 from notarius_dagster.engine.errors import OutputError
 from notarius_dagster.engine.failure_causes import cause_of
@@ -39,7 +38,7 @@ _HEX32 = re.compile(r"[0-9a-f]{32}")
 class LogicalFile:
     path: str
     media_type: str
-    payload: Any
+    payload: object
 
 
 def sanitize_lane_file_name(lane_id: str) -> str:
@@ -95,7 +94,7 @@ def encode_bundle(files: Sequence[LogicalFile]) -> dict[str, bytes]:
     return encoded
 
 
-def lane_files(lanes: Sequence[tuple[str, Any]]) -> list[LogicalFile]:
+def lane_files(lanes: Sequence[tuple[str, object]]) -> list[LogicalFile]:
     """Lane payloads as logical files, refusing sanitized-name collisions."""
     seen: dict[str, str] = {}
     out = []

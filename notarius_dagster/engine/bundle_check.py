@@ -128,10 +128,10 @@ def _document_types(index: Index) -> dict[str, DocumentType]:
 
 def _read_listed(
     read: Reader, listed: list[str], types: Mapping[str, DocumentType], problems: list[str]
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Read, parse and (typed documents) validate every listed file; returns the parsed value
     of each file that parsed (the model, for a typed document that validated)."""
-    values: dict[str, Any] = {}
+    values: dict[str, object] = {}
     for rel in listed:
         if not rel:
             problems.append(f"(empty name): listed in {INDEX_FILE} but missing")

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel, model_serializer
+from pydantic.config import JsonDict
 from pydantic.json_schema import JsonSchemaMode, SkipJsonSchema
 
 from notarius_dagster.engine.bundle import JSON_MEDIA_TYPE
@@ -106,7 +107,7 @@ class LaneDescriptor(Frozen):
     records: int = Field(ge=0, description="the number of items of the lane's list")
 
 
-def _absent_when_unset(schema: dict[str, Any]) -> None:
+def _absent_when_unset(schema: JsonDict) -> None:
     """An optional descriptor is absent from the published index, never null: its schema
     states no default."""
     schema.pop("default", None)
@@ -133,8 +134,8 @@ class Index(Frozen):
     )
 
     @model_serializer(mode="wrap")
-    def _omit_absent_descriptors(self, handler: Any) -> dict[str, Any]:
-        data: dict[str, Any] = handler(self)
+    def _omit_absent_descriptors(self, handler: Any) -> dict[str, object]:
+        data: dict[str, object] = handler(self)
         for key in ("chunk_map", "evidence_context"):
             if data.get(key) is None:
                 data.pop(key, None)
@@ -187,7 +188,7 @@ class LLMProfileSummary(Frozen):
 
 
 class ManifestReferences(Frozen):
-    chunk: tuple[dict[str, Any], ...] = Field(
+    chunk: tuple[dict[str, object], ...] = Field(
         description="provenance of the chunker's reference files (file names, never paths)"
     )
 
@@ -251,8 +252,8 @@ class ManifestLane(Frozen):
     llm: LaneUsage
     warnings: int = Field(ge=0)
     rejections: int = Field(ge=0)
-    metadata: dict[str, Any] = Field(description="module metadata (prompt digests, ...)")
-    references: tuple[dict[str, Any], ...] = Field(description="provenance of its references")
+    metadata: dict[str, object] = Field(description="module metadata (prompt digests, ...)")
+    references: tuple[dict[str, object], ...] = Field(description="provenance of its references")
 
 
 class ManifestOutput(Frozen):
@@ -345,7 +346,7 @@ class DocumentType:
     schema_name: str
     schema_mode: JsonSchemaMode = "validation"
 
-    def json_schema(self) -> dict[str, Any]:
+    def json_schema(self) -> dict[str, object]:
         schema = self.model.model_json_schema(mode=self.schema_mode)
         schema["$id"] = self.schema_id
         schema["title"] = self.schema_name

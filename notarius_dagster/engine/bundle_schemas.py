@@ -5,11 +5,9 @@ identities of `bundle_documents.py`, the same ones `index.json`'s descriptors ca
 
 from __future__ import annotations
 
-from typing import Any
-
 from notarius_dagster.engine.bundle_documents import DOCUMENT_TYPES
 
 
-def bundle_document_schemas() -> dict[str, dict[str, Any]]:
+def bundle_document_schemas() -> dict[str, dict[str, object]]:
     """Schema id -> JSON Schema of every non-lane bundle document."""
     return {doc.schema_id: doc.json_schema() for doc in DOCUMENT_TYPES}

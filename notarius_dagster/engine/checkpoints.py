@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from notarius_dagster.engine.contracts import ModuleOutput
 from notarius_dagster.engine.digest import digest_of
@@ -24,8 +24,8 @@ def extraction_fingerprint(
     lane_id: str,
     module_key: str,
     module_version: str,
-    module_material: Mapping[str, Any],
-    options: Mapping[str, Any],
+    module_material: Mapping[str, object],
+    options: Mapping[str, object],
     llm_fingerprint: str,
     chunk_digest: str,
     reference_fingerprints: Mapping[str, str],

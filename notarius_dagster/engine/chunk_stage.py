@@ -5,7 +5,6 @@ chunk result is recorded and stops the lanes; a framework error fails the run.""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from notarius_dagster.engine.chunking import chunk_invariant_problems, rebuild_chunks
 from notarius_dagster.engine.contracts import (
@@ -35,7 +34,7 @@ class ChunkResult(Frozen):
     chunk_map: ChunkMap | None
     rejection: Rejection | None = None
     attempts: int = 1
-    references: tuple[dict[str, Any], ...] = ()  # provenance of the chunker's references
+    references: tuple[dict[str, object], ...] = ()  # provenance of the chunker's references
     warnings: tuple[RunWarning, ...] = ()
 
 

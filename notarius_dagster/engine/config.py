@@ -6,7 +6,7 @@ wrong (for example `pipeline.lanes[0].extract.retries`)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -37,7 +37,7 @@ class ReferenceBindingConfig(Strict):
             raise ValueError("must not be blank")
         return value
 
-    def model_post_init(self, __context: Any) -> None:
+    def model_post_init(self, __context: object) -> None:
         if (self.path is None) == (self.lane is None):
             raise ValueError("a binding needs exactly one of 'path' or 'lane'")
 
@@ -46,7 +46,7 @@ class StageConfig(Strict):
     """The chunker: its key, options, retries, validator override and reference bindings."""
 
     module: str
-    options: dict[str, Any] = Field(default_factory=dict)
+    options: dict[str, object] = Field(default_factory=dict)
     retries: int = Field(default=0, ge=0, le=10)
     validators: list[str] | None = Field(
         default=None,
@@ -83,7 +83,7 @@ class InputConfig(Strict):
 
 class OutputConfig(Strict):
     module: str = DEFAULT_OUTPUT_MODULE
-    options: dict[str, Any] = Field(default_factory=dict)
+    options: dict[str, object] = Field(default_factory=dict)
 
 
 DEFAULT_MIN_ACCEPTED_CHUNK_SHARE = 0.5
@@ -125,7 +125,7 @@ class ProfileFile(Strict):
 
     version: Literal[1] = 1
     pipeline: PipelineConfig
-    llm_profiles: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    llm_profiles: dict[str, dict[str, object]] = Field(default_factory=dict)
 
 
 def key_path(loc: tuple[int | str, ...]) -> str:
@@ -142,7 +142,7 @@ def key_path(loc: tuple[int | str, ...]) -> str:
 _OLD_LANE_KEYS = frozenset({"extract", "merge", "normalize"})
 
 
-def parse_profile(data: Any, *, profile_name: str) -> ProfileFile:
+def parse_profile(data: object, *, profile_name: str) -> ProfileFile:
     """Validate already-loaded YAML data; the first error names its key path. A lane written
     as module triples (the form before lanes were named by id) is refused with the new form."""
     if not isinstance(data, dict):

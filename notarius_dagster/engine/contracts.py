@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from pydantic import Field
+from pydantic import BaseModel, Field, PrivateAttr
 
 from notarius_dagster.engine.artifact_kinds import ArtifactKind
 from notarius_dagster.engine.llm_contract import LLMUsage, StructuredClient
@@ -24,13 +24,29 @@ class ModuleOutput(Frozen):
     usage: LLMUsage = Field(default_factory=LLMUsage)
     schema_errors: tuple[str, ...] = ()
     skipped: bool = False
-    provenance: dict[str, Any] = Field(default_factory=dict)
+    provenance: dict[str, object] = Field(default_factory=dict)
+    _typed: tuple[object, BaseModel] | None = PrivateAttr(default=None)
+
+    def artifact(self, kind: ArtifactKind) -> BaseModel | None:
+        """The payload as `kind`'s typed model, parsed once: the validators of a chain share
+        it (`pydantic.ValidationError` when it is not one; its message may quote values).
+        The parse is kept with the payload object it came from, so a copy with another
+        payload parses its own."""
+        if self.payload is None:
+            return None
+        held = self._typed
+        if held is None or held[0] is not self.payload or type(held[1]) is not kind.model:
+            held = (self.payload, kind.parse(self.payload))
+            self._typed = held
+        return held[1]
 
 
 @dataclass(frozen=True)
 class PreparedReference:
     """A bound reference ready for a module: its provenance, decoded text, and (for a
-    structured slot) the validated artifact payload. Immutable and thread-safe to share."""
+    structured slot) the validated artifact: `artifact` as JSON (what its digest is of),
+    `typed` as its kind's model and `records` that model's records (instances of the record
+    model, for a lane's kind). Immutable and thread-safe to share."""
 
     slot: str
     origin: str  # "file" or "lane"
@@ -38,8 +54,10 @@ class PreparedReference:
     media_type: str
     digest: str
     text: str | None = None
-    artifact: Mapping[str, Any] | None = None
-    provenance: Mapping[str, Any] = field(default_factory=dict)
+    artifact: Mapping[str, object] | None = None
+    provenance: Mapping[str, object] = field(default_factory=dict)
+    typed: BaseModel | None = None
+    records: tuple[BaseModel, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -49,7 +67,7 @@ class RunContext:
     session_id: str
     lane_id: str | None
     module_key: str
-    options: Mapping[str, Any]
+    options: Mapping[str, object]
     references: Mapping[str, PreparedReference]
     client: StructuredClient | None
     kind: ArtifactKind | None = None
@@ -105,9 +123,9 @@ class Extractor(Protocol):
 
     def extract(self, request: ExtractRequest) -> ModuleOutput: ...
 
-    def fingerprint_material(self) -> Mapping[str, Any]: ...
+    def fingerprint_material(self) -> Mapping[str, object]: ...
 
-    def manifest_metadata(self) -> Mapping[str, Any]: ...
+    def manifest_metadata(self) -> Mapping[str, object]: ...
 
     def reference_fingerprint(
         self, slot: str, reference: PreparedReference, chunk: Chunk
@@ -118,10 +136,10 @@ class BaseExtractor:
     """The documented defaults of the extractor hooks: nothing to add to fingerprints (the
     key, version and options already determine the output) and no manifest metadata."""
 
-    def fingerprint_material(self) -> Mapping[str, Any]:
+    def fingerprint_material(self) -> Mapping[str, object]:
         return {}
 
-    def manifest_metadata(self) -> Mapping[str, Any]:
+    def manifest_metadata(self) -> Mapping[str, object]:
         return {}
 
     def reference_fingerprint(self, slot: str, reference: PreparedReference, chunk: Chunk) -> str:

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
 
 from pydantic import BaseModel
 
 
-def canonical_json(value: Any) -> bytes:
+def canonical_json(value: object) -> bytes:
     """Serialize a JSON-able value (or pydantic model) canonically."""
     if isinstance(value, BaseModel):
         value = value.model_dump(mode="json")
@@ -21,6 +20,6 @@ def sha256_digest(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
-def digest_of(value: Any) -> str:
+def digest_of(value: object) -> str:
     """`sha256:<hex>` of a value's canonical JSON."""
     return sha256_digest(canonical_json(value))

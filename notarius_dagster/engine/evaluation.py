@@ -49,7 +49,7 @@ import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -119,7 +119,7 @@ def normalize_name(text: str) -> str:
     return " ".join(tokens)
 
 
-def _spellings(value: Any) -> set[str]:
+def _spellings(value: object) -> set[str]:
     """Normalized spellings of a field value (a string, a number or a list of them)."""
     values = value if isinstance(value, list) else [value]
     out = {normalize_name(str(v)) for v in values if v is not None and not isinstance(v, bool)}
@@ -197,17 +197,17 @@ class EvaluationReport(Frozen):
     totals: Totals
 
 
-def report_schema() -> dict[str, Any]:
+def report_schema() -> dict[str, object]:
     schema = EvaluationReport.model_json_schema()
     schema["$id"] = REPORT_SCHEMA_ID
     schema["title"] = REPORT_SCHEMA_NAME
     return schema
 
 
-def evaluation_schemas() -> dict[str, dict[str, Any]]:
+def evaluation_schemas() -> dict[str, dict[str, object]]:
     """Schema id -> JSON Schema of the evaluation documents (gold file, report)."""
     gold = gold_schema()
-    return {gold["$id"]: gold, REPORT_SCHEMA_ID: report_schema()}
+    return {str(gold["$id"]): gold, REPORT_SCHEMA_ID: report_schema()}
 
 
 # --- arithmetic ------------------------------------------------------------------------------
@@ -259,7 +259,7 @@ class _Gold:
     """v2: the chunks (indexes in the chunk map) its units touch."""
 
 
-def _refs_of(record: Mapping[str, Any], refs_field: str) -> list[Mapping[str, Any]]:
+def _refs_of(record: Mapping[str, object], refs_field: str) -> list[Mapping[str, object]]:
     value = record.get(refs_field)
     if isinstance(value, Mapping):
         return [value]
@@ -269,7 +269,7 @@ def _refs_of(record: Mapping[str, Any], refs_field: str) -> list[Mapping[str, An
 
 
 def cited_units(
-    refs: Iterable[Mapping[str, Any]], positions: Mapping[int, int], order: Sequence[int]
+    refs: Iterable[Mapping[str, object]], positions: Mapping[int, int], order: Sequence[int]
 ) -> list[int]:
     """Every unit the references cover, in citation order without repeats. A range is
     resolved by document position; a reference whose endpoints are not both in the document,
@@ -323,7 +323,7 @@ class _Chunks:
 
 
 def _predicted(
-    record: Mapping[str, Any],
+    record: Mapping[str, object],
     fields: MatchFields,
     positions: Mapping[int, int],
     order: Sequence[int],
@@ -516,7 +516,7 @@ class LaneCounts:
         names = [f.name for f in dataclasses.fields(self)]
         return LaneCounts(*(getattr(self, name) + getattr(other, name) for name in names))
 
-    def report_fields(self, *, scored: bool = True) -> dict[str, Any]:
+    def report_fields(self, *, scored: bool = True) -> ReportFields:
         """What a lane row and the totals both publish: the record counts and the three scores
         (`scored=False`, a lane the gold does not have: every score empty)."""
         if scored:
@@ -539,8 +539,18 @@ class LaneCounts:
         }
 
 
+class ReportFields(TypedDict):
+    """What a lane row and the totals both publish (`LaneCounts.report_fields`)."""
+
+    predicted: int
+    gold: int
+    by_name: Prf
+    grounded: Prf
+    citation: CitationScore
+
+
 def count_lane(
-    records: Sequence[Mapping[str, Any]],
+    records: Sequence[Mapping[str, object]],
     gold: Sequence[GoldRecord],
     fields: MatchFields,
     order: Sequence[int],
@@ -581,7 +591,7 @@ def count_lane(
 class BundleLane:
     lane_id: str
     kind: str
-    records: list[Mapping[str, Any]]
+    records: list[Mapping[str, object]]
 
 
 @dataclass(frozen=True)
@@ -653,7 +663,7 @@ def load_bundle(path: Path, match_fields: Mapping[str, MatchFields]) -> BundleVi
                     order.append(unit)
     lanes: dict[str, BundleLane] = {}
     for position, raw in enumerate(index["lanes"]):
-        entry: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        entry: dict[str, object] = raw if isinstance(raw, dict) else {}
         values = [entry.get(key) for key in ("lane_id", "kind", "file")]
         if not all(isinstance(v, str) and v for v in values):
             raise EvaluationError(

@@ -17,7 +17,7 @@ the lane and the reference's index, never transcript text) and nothing is publis
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
 from pydantic import ConfigDict, Field, ValidationError
 
@@ -48,7 +48,7 @@ class EvidenceUnit(_Published):
     kind: str
     text: str
     source_ref: SourceRef = Field(description="the unit itself as a one-unit source reference")
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, object] = Field(default_factory=dict)
 
 
 class DirectReference(_Published):
@@ -169,15 +169,15 @@ def _project(result: LaneResult, kind: ArtifactKind | None) -> list[SourceRef]:
     lane = result.lane_id
     if kind is None:
         raise EvidenceError(f"evidence context: lane {lane!r} has an unregistered artifact kind")
-    assert result.payload is not None
     try:
-        artifact = kind.parse(result.payload)
+        artifact = result.artifact(kind)
     except ValidationError:
         # The validation message may quote payload values: never repeat it.
         raise EvidenceError(
             f"evidence context: lane {lane!r}: the accepted payload does not "
             f"match artifact kind {result.kind!r}"
         ) from None
+    assert artifact is not None  # accepted lanes only
     refs: Iterable[object] = kind.project_source_refs(artifact)
     out: list[SourceRef] = []
     for index, ref in enumerate(refs):

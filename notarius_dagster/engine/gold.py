@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -83,7 +83,7 @@ class GoldFile(BaseModel):
     lanes: dict[str, list[GoldRecord]]
 
 
-def gold_schema() -> dict[str, Any]:
+def gold_schema() -> dict[str, object]:
     """The JSON Schema of a gold file, generated from `GoldFile`."""
     schema = GoldFile.model_json_schema()
     schema["$id"] = GOLD_SCHEMA_ID
@@ -98,7 +98,7 @@ def _where(loc: Iterable[int | str]) -> str:
     return out or "(top level)"
 
 
-def parse_gold(data: Any, file_name: str) -> GoldFile:
+def parse_gold(data: object, file_name: str) -> GoldFile:
     """Validate a parsed gold document; the error lists key paths and problems, not values."""
     try:
         return GoldFile.model_validate(data)

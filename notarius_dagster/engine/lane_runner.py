@@ -17,9 +17,9 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
-from pydantic import Field
+from pydantic import BaseModel, Field, JsonValue, PrivateAttr, ValidationError
 
 from notarius_dagster.engine.artifact_kinds import ArtifactKind
 from notarius_dagster.engine.checkpoints import (
@@ -114,19 +114,72 @@ class LaneStats(Frozen):
 
 
 class LaneResult(Frozen):
-    """A lane's outcome: the accepted normalized payload (or None), what was rejected and
-    warned, and its accounting. This is the value of a lane asset."""
+    """A lane's outcome: the accepted artifact (or None), what was rejected and warned, and
+    its accounting. This is the value of a lane asset.
+
+    The artifact is typed: the lane's list model (`LaneSpec.list_model`) holding instances of
+    its record model, made once after normalize (`with_artifact`). Consumers read it with
+    `artifact(kind)` / `records(kind)`. `payload` is the same artifact as JSON
+    (`model_dump(mode="json", by_alias=True)`, see `published_json`), the form the
+    asset-value store keeps and the bundle publishes. A result read back from the store
+    (another step process) holds only `payload`: the first `artifact(kind)` validates it
+    against the kind's model once and keeps the typed value, so no consumer parses
+    dictionaries of its own."""
 
     lane_id: str
     kind: str
     status: Literal["accepted", "rejected"]
-    payload: dict[str, Any] | None
+    payload: dict[str, JsonValue] | None
     rejections: tuple[Rejection, ...] = ()
     warnings: tuple[RunWarning, ...] = ()
     stats: LaneStats = Field(default_factory=LaneStats)
     chunk_status: dict[str, ChunkStatus] = Field(default_factory=dict)
-    metadata: dict[str, Any] = Field(default_factory=dict)
-    references: tuple[dict[str, Any], ...] = ()
+    metadata: dict[str, object] = Field(default_factory=dict)
+    references: tuple[dict[str, object], ...] = ()
+    _typed: tuple[object, BaseModel] | None = PrivateAttr(default=None)
+
+    def with_artifact(
+        self, artifact: BaseModel, written: Mapping[str, object] | None = None
+    ) -> LaneResult:
+        """This result carrying `artifact` (typed) and its JSON form as `payload`
+        (`published_json`: in the key order of `written`, the payload the normalizer wrote,
+        when that holds exactly the artifact's values)."""
+        payload = published_json(artifact, written)
+        typed = self.model_copy(update={"payload": payload})
+        typed._typed = (payload, artifact)
+        return typed
+
+    def artifact(self, kind: ArtifactKind) -> BaseModel | None:
+        """The accepted artifact as `kind`'s model (None when the lane published nothing).
+        Raises `pydantic.ValidationError` when a stored payload is not one (a value written
+        by other code): the message carries paths and input values, so callers report only
+        its paths."""
+        if self.payload is None:
+            return None
+        held = self._typed
+        if held is None or held[0] is not self.payload or type(held[1]) is not kind.model:
+            held = (self.payload, kind.parse(self.payload))
+            self._typed = held
+        return held[1]
+
+    def records(self, kind: ArtifactKind) -> tuple[BaseModel, ...]:
+        """The accepted artifact's records (instances of the lane's record model), in order."""
+        artifact = self.artifact(kind)
+        return () if artifact is None else kind.records(artifact)
+
+
+def published_json(
+    artifact: BaseModel, written: Mapping[str, object] | None = None
+) -> dict[str, JsonValue]:
+    """An artifact as published: its JSON values under the record model's aliases (`from`).
+    When `written` (the normalizer's payload) equals them, it is returned as it is, so the
+    published bytes keep the key order the lane wrote (a record's citations last) and do not
+    change with the model's field order; anything the model added or changed (a default, a
+    coerced value) publishes the model's values."""
+    dumped: dict[str, JsonValue] = artifact.model_dump(mode="json", by_alias=True)
+    if written is not None and written == dumped:
+        return cast(dict[str, JsonValue], dict(written))  # equal to JSON values: JSON values
+    return dumped
 
 
 def run_lane(
@@ -181,7 +234,7 @@ def run_lane(
         extracts=collected.accepted,
     )
     if merged.output is None:
-        return _result(run, modules.extractor, collected, after=(merged,), payload=None)
+        return _result(run, modules.extractor, collected, after=(merged,), artifact=None)
     normalized = _whole_lane_stage(
         run,
         lane.normalize,
@@ -191,7 +244,33 @@ def run_lane(
         merged=merged.output,
     )
     payload = normalized.output.payload if normalized.output is not None else None
-    return _result(run, modules.extractor, collected, after=(merged, normalized), payload=payload)
+    artifact = None if payload is None else _typed(run, payload)
+    return _result(
+        run,
+        modules.extractor,
+        collected,
+        after=(merged, normalized),
+        artifact=artifact,
+        written=payload,
+    )
+
+
+def _typed(run: _LaneRun, payload: Mapping[str, object]) -> BaseModel:
+    """The normalized payload as the lane's typed artifact: the one parse of a lane's records
+    (the normalize chain's `schema` validator has approved it; a profile that empties the
+    chain gets this check anyway). Paths and error types only: the values are transcript
+    text."""
+    try:
+        return run.kind.parse(payload)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'/'.join(str(p) for p in e['loc']) or '(root)'}: {e['type']}"
+            for e in exc.errors()[:5]
+        )
+        raise LaneError(
+            f"lane {run.lane.id!r}: the normalized output is not a valid {run.kind.kind}: "
+            f"{problems}"
+        ) from None
 
 
 # ---- what the steps share
@@ -471,7 +550,8 @@ def _result(
     collected: _Collected,
     *,
     after: Sequence[_Attempted],
-    payload: dict[str, Any] | None,
+    artifact: BaseModel | None,
+    written: Mapping[str, object] | None = None,
 ) -> LaneResult:
     """The lane's value. `after` are the merge (and normalize) results that ran: a rejected
     one ends the lane. `stats.rejected` counts rejected chunks only, `stats.records_rejected`
@@ -488,11 +568,11 @@ def _result(
             warnings.extend(step.output.warnings)
     status = collected.status
     metadata = dict(extractor.manifest_metadata())
-    return LaneResult(
+    result = LaneResult(
         lane_id=run.lane.id,
         kind=run.lane.kind,
-        status="accepted" if payload is not None else "rejected",
-        payload=payload,
+        status="accepted" if artifact is not None else "rejected",
+        payload=None,
         rejections=tuple(rejections),
         warnings=tuple(warnings),
         stats=LaneStats(
@@ -502,13 +582,14 @@ def _result(
             reused=sum(1 for s in status.values() if s == "reused") + collected.stored_rejections,
             skipped=sum(1 for s in status.values() if s == "skipped"),
             rejected=len(collected.rejections),
-            records=len(payload.get(run.kind.items_field, [])) if payload else 0,
+            records=len(run.kind.records(artifact)) if artifact is not None else 0,
             records_rejected=len(collected.dropped),
             usage=collected.usage + later_usage,
         ),
         chunk_status=status,
         metadata={"extractor": metadata} if metadata else {},
     )
+    return result if artifact is None else result.with_artifact(artifact, written)
 
 
 # ---- one chunk, one attempt loop
@@ -522,7 +603,7 @@ class _ChunkExtraction:
     run: _LaneRun
     extractor: Extractor
     context: RunContext
-    material: Mapping[str, Any]
+    material: Mapping[str, object]
     llm_fingerprint: str
     checkpoints: CheckpointStore | None
     deadline: LaneDeadline | None = None
@@ -616,7 +697,7 @@ class _ChunkExtraction:
             return self.checkpoints.get_rejection(fingerprint)
         return None
 
-    def provenance(self, chunk: Chunk) -> dict[str, Any]:
+    def provenance(self, chunk: Chunk) -> dict[str, object]:
         """Runner-owned: whatever the extractor put there is replaced."""
         return {
             "lane_id": self.run.lane.id,
@@ -665,7 +746,7 @@ def _unless_stopped(
 def _extract_with_provenance(
     extractor: Extractor,
     request: ExtractRequest,
-    provenance: dict[str, Any],
+    provenance: dict[str, object],
     deadline: LaneDeadline | None = None,
 ) -> ModuleOutput:
     """One extraction attempt; none starts after the lane's deadline (a retry of a chunk whose

@@ -12,12 +12,13 @@ docs/lanes.md describes the fields; its lane table is generated from the D&D reg
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.util
 import pkgutil
 import re
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -34,7 +35,7 @@ from notarius_dagster.engine.validators import ValidationContext, Validator
 
 LaneStage = Literal["extract", "merge", "normalize"]
 LANE_STAGES: tuple[LaneStage, ...] = ("extract", "merge", "normalize")
-ModuleFactory = Callable[["LaneSpec", dict[str, Any]], Any]
+ModuleFactory = Callable[["LaneSpec", Mapping[str, object]], Any]
 """Builds one module of a lane from the stage's options (an unknown option is a ValueError)."""
 RuleCheck = Callable[["LaneSpec", ValidationContext, ModuleOutput], list[str]]
 """A lane rule: the problems it finds (empty: approved), naming fields and indexes only."""
@@ -79,15 +80,63 @@ class GoldMatch:
     many_to_one: bool = False
 
 
+Scalar = str | int | float | bool | None
+ReportLayout = Literal["table", "rounds", "cards", "scenes"]
+
+
+@dataclass(frozen=True)
+class ReportColumn:
+    """One column of a lane's report section: `header`, the record `field` it shows (a field
+    name or alias; `outcome.hit` reads a field of a nested model) and how a value shows:
+    `labels` says which values show as a word (`((0, "cantrip"),)`), `template` how any other
+    value shows (`"level {}"`); None and "" show as a dash, a list as its items joined. `link`
+    names the record field holding the id of the record the value names (a grounded NPC's
+    id): the cell links to that record when it is shown as a card, and the card lists the
+    records that name it."""
+
+    header: str
+    field: str
+    labels: tuple[tuple[Scalar, str], ...] = ()
+    template: str = "{}"
+    link: str | None = None
+
+
 @dataclass(frozen=True)
 class ReportTable:
-    """How the session report shows a lane it has no section of its own for: a section titled
-    `title`, a table of each record's id, the record fields `columns` (header, field) and its
-    citations. Default (`LaneSpec.report_table`): the lane id, and the preview fields."""
+    """How the session report shows a lane: a section titled `title` (anchor `section_id`,
+    default `lane-<lane id>`), whose records are called `noun`, laid out as `layout`:
+
+    - `table`: a row per record: its id (under `id_header`, default the noun), the `columns`,
+      its citations.
+    - `rounds`: the same table, split by the scene each record starts in and then into runs
+      of consecutive records with the same `group` value (`Round 1`, `Round not stated`).
+    - `cards`: a card per record, the records other lanes `link` to: the first column is its
+      heading, the others its lines; its appearances, scenes and who names it.
+    - `scenes`: the records are ranges of the document (a single citation each) that the
+      other sections' records are placed in: the columns are the badge, the heading and the
+      summary.
+
+    Sections come in `order` (then lane id). Default (`LaneSpec.report_table`): a table of the
+    preview fields under the lane id."""
 
     title: str
     noun: str
-    columns: tuple[tuple[str, str], ...]
+    columns: tuple[ReportColumn | tuple[str, str], ...]
+    section_id: str = ""
+    layout: ReportLayout = "table"
+    id_header: str = ""
+    group: ReportColumn | None = None
+    order: int = 100
+
+    def column_specs(self) -> tuple[ReportColumn, ...]:
+        """The columns, a `(header, field)` pair as a plain column."""
+        return tuple(c if isinstance(c, ReportColumn) else ReportColumn(*c) for c in self.columns)
+
+    def fields(self) -> tuple[str, ...]:
+        """Every record field the section reads (the first part of a nested path)."""
+        columns = (*self.column_specs(), *((self.group,) if self.group else ()))
+        named = [c.field for c in columns] + [c.link for c in columns if c.link]
+        return tuple(name.split(".", 1)[0] for name in named)
 
 
 @dataclass(frozen=True, eq=False)
@@ -183,7 +232,7 @@ class LaneSpec:
             "answer.fields": tuple(self.answer.fields),
         }
         if self.report is not None:
-            named["report.columns"] = tuple(field for _, field in self.report.columns)
+            named["report.columns"] = self.report.fields()
         if self.gold_match is not None:
             aliases = self.gold_match.aliases
             named["gold_match"] = (self.gold_match.name, *((aliases,) if aliases else ()))
@@ -255,12 +304,16 @@ class LaneSpec:
 
     @property
     def report_table(self) -> ReportTable:
-        """The report's table of this lane: `report`, else the lane id over the preview fields
-        (the id column comes first anyway)."""
-        if self.report is not None:
-            return self.report
-        columns = tuple((f, f) for f in self.preview_fields if f != self.id_field)
-        return ReportTable(title=self.lane_id, noun="records", columns=columns)
+        """The report's section of this lane: `report`, else a table of the preview fields
+        under the lane id (the id column comes first anyway); its anchor defaults to
+        `lane-<lane id>` (a lane id is `[a-z0-9-]`, safe as an HTML id)."""
+        table = self.report
+        if table is None:
+            columns = tuple((f, f) for f in self.preview_fields if f != self.id_field)
+            table = ReportTable(title=self.lane_id, noun="records", columns=columns)
+        if not table.section_id:
+            table = dataclasses.replace(table, section_id=f"lane-{self.lane_id}")
+        return table
 
     def source_refs(self, artifact: BaseModel) -> list[SourceRef]:
         """Each record's citations, in record order (a single reference counts as one)."""
@@ -270,7 +323,7 @@ class LaneSpec:
             refs.extend(value if isinstance(value, list) else [value])
         return refs
 
-    def envelope(self, source_id: str, records: list[dict[str, Any]]) -> dict[str, Any]:
+    def envelope(self, source_id: str, records: list[dict[str, object]]) -> dict[str, object]:
         """A payload of this lane's kind holding `records`."""
         return {
             "kind": self.kind,
@@ -322,7 +375,7 @@ class NoOptionsModule:
     """Base of a lane module that takes no options: it keeps its lane and refuses any option
     (resolution builds every module once and reports the refusal with its key path)."""
 
-    def __init__(self, lane: LaneSpec, options: dict[str, Any]) -> None:
+    def __init__(self, lane: LaneSpec, options: Mapping[str, object]) -> None:
         if options:
             raise ValueError(f"unknown option(s): {sorted(options)}")
         self.lane = lane

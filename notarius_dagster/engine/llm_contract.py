@@ -123,7 +123,7 @@ class StructuredResponse(Frozen):
     `stepped_down_from` names the rung the provider refused for this request (the ladder then
     answered on the next one), with the provider's content-safe reason."""
 
-    data: dict[str, Any] | None
+    data: dict[str, object] | None
     rung: StructuredRung
     valid: bool
     errors: tuple[str, ...] = ()

@@ -11,17 +11,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
 
 from notarius_dagster.engine.errors import ResolutionError
 
-LLMProfileValidator = Callable[[str, Mapping[str, Any]], dict[str, Any]]
+LLMProfileValidator = Callable[[str, Mapping[str, object]], dict[str, object]]
 """Checks one named profile configuration and returns its canonical JSON form (every field,
 defaults filled in). An invalid configuration raises `pydantic.ValidationError`: resolution
 turns its first error's location into the key path `llm_profiles.<name>.<field>`."""
 
 
-def _no_validator(name: str, cfg: Mapping[str, Any]) -> dict[str, Any]:
+def _no_validator(name: str, cfg: Mapping[str, object]) -> dict[str, object]:
     raise ResolutionError("no LLM profile validator is given (the registry has no LLM layer)")
 
 
@@ -29,13 +28,13 @@ def _no_validator(name: str, cfg: Mapping[str, Any]) -> dict[str, Any]:
 class LLMProfileCatalog:
     """Built-in LLM profiles by name, and the validator every named profile goes through."""
 
-    builtins: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    builtins: Mapping[str, Mapping[str, object]] = field(default_factory=dict)
     validator: LLMProfileValidator = _no_validator
 
     def __post_init__(self) -> None:
         frozen = {name: MappingProxyType(dict(cfg)) for name, cfg in self.builtins.items()}
         object.__setattr__(self, "builtins", MappingProxyType(frozen))
 
-    def validate(self, name: str, cfg: Mapping[str, Any]) -> dict[str, Any]:
+    def validate(self, name: str, cfg: Mapping[str, object]) -> dict[str, object]:
         """The canonical form of profile `name`; see `LLMProfileValidator` for errors."""
         return self.validator(name, cfg)

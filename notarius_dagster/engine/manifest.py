@@ -5,7 +5,7 @@ prompts, responses, credentials or filesystem paths."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TypedDict
 
 from notarius_dagster.engine.artifact_kinds import ArtifactKind
 from notarius_dagster.engine.bundle import JSON_MEDIA_TYPE, lane_file
@@ -70,7 +70,17 @@ def lane_summary(
     )
 
 
-def _spending(usage: LLMUsage) -> dict[str, Any]:
+class _Spending(TypedDict):
+    prompt_tokens: int
+    completion_tokens: int
+    cached_prompt_tokens: int
+    cost_usd: float | None
+    unpriced_calls: int
+    structured_output_rungs: dict[str, int]
+    structured_output_stepdowns: dict[str, int]
+
+
+def _spending(usage: LLMUsage) -> _Spending:
     """What a lane's `llm` and the run's `totals` both publish of their usage, besides the
     call count (`calls` in a lane, `llm_calls` in the totals): tokens, cost, rungs."""
     return {
@@ -156,9 +166,10 @@ def build_manifest(
     )
 
 
-def llm_profile_summary(profile: dict[str, Any]) -> LLMProfileSummary:
+def llm_profile_summary(profile: dict[str, object]) -> LLMProfileSummary:
     """The public part of a resolved LLM profile: its endpoint without user, password, query
     or fragment (`http://user:pw@host/v1?key=x` is published as `http://host/v1`)."""
     public = {k: v for k, v in profile.items() if k in LLMProfileSummary.model_fields}
-    public["api_base"] = public_endpoint(public.get("api_base"))
+    api_base = public.get("api_base")
+    public["api_base"] = public_endpoint(api_base if isinstance(api_base, str) else None)
     return LLMProfileSummary.model_validate(public)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from functools import cached_property
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -35,7 +35,7 @@ class SourceUnit(Frozen):
     unit_id: int
     kind: str = "utterance"
     text: str
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, object] = Field(default_factory=dict)
 
 
 class SourceDocument(Frozen):
@@ -85,7 +85,7 @@ class Chunk(Frozen):
     unit_ids: tuple[int, ...]
     content: str
     media_type: str = "text/plain"
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, object] = Field(default_factory=dict)
     digest: str = ""
 
     def source_ref(self) -> SourceRef:

@@ -4,18 +4,33 @@ policy of docs/internals.md ("Evidence context") (opt-in, explicit lane allowlis
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
-from typing import Any
+
+from typing_extensions import TypedDict  # pydantic reads it (ResolvedPipeline) on 3.11
 
 Fail = Callable[[str, str], Exception]
 DEFAULT_WINDOW_UNITS = 3
 
 
+class EvidencePolicy(TypedDict):
+    """An enabled evidence context: how many units around each reference, which lanes."""
+
+    enabled: bool
+    window_units: int
+    lanes: list[str]
+
+
+class OutputOptions(TypedDict):
+    """The json output's canonical options (None: no evidence context)."""
+
+    evidence_context: EvidencePolicy | None
+
+
 def validate_output_options(
-    options: Mapping[str, Any],
+    options: Mapping[str, object],
     *,
     configured_lanes: Collection[str],
     fail: Fail,
-) -> dict[str, Any]:
+) -> OutputOptions:
     """Return canonical options: `{"evidence_context": None | {enabled, window_units, lanes}}`."""
     unknown = sorted(set(options) - {"evidence_context"})
     if unknown:
@@ -59,4 +74,5 @@ def validate_output_options(
                 f"lane {lane!r} is not configured; configured: {sorted(configured_lanes)}",
             )
         cleaned.append(lane)
-    return {"evidence_context": {"enabled": True, "window_units": window, "lanes": sorted(cleaned)}}
+    policy = EvidencePolicy(enabled=True, window_units=window, lanes=sorted(cleaned))
+    return {"evidence_context": policy}

@@ -146,8 +146,8 @@ def json_nesting(text: str, limit: int = MAX_NESTING) -> int | None:
 # --- JSON -------------------------------------------------------------------------------------
 
 
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, object]:
+    result: dict[str, object] = {}
     for key, value in pairs:
         if key in result:
             shown = key if len(key) <= 40 else key[:40] + "..."

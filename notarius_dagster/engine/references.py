@@ -9,9 +9,11 @@ this boundary. Content never appears in errors, manifests or metadata: provenanc
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+
+from pydantic import BaseModel, ValidationError
 
 from notarius_dagster.engine.artifact_kinds import ArtifactKind
 from notarius_dagster.engine.contracts import PreparedReference
@@ -27,7 +29,7 @@ from notarius_dagster.engine.reading import (
     read_bounded,
 )
 from notarius_dagster.engine.resolution import ResolvedBinding, ResolvedStage
-from notarius_dagster.engine.validators import schema_problems
+from notarius_dagster.engine.validators import json_schema_problems, model_problems
 
 MEDIA_TYPES = {
     ".json": "application/json",
@@ -56,16 +58,16 @@ NO_KINDS: Mapping[str, ArtifactKind] = MappingProxyType({})
 
 def _validated_artifact(
     binding: ResolvedBinding,
-    payload: Any,
+    payload: object,
     origin: str,
     kinds: Mapping[str, ArtifactKind],
     file: str | None = None,
-) -> dict[str, Any]:
+) -> _Validated:
     """A structured slot's artifact must be a valid artifact of an accepted kind, one of
     `kinds` (the registry's; `file`: the external file's name, for the error)."""
     if not isinstance(payload, dict) or not isinstance(payload.get("kind"), str):
         raise InvalidReferenceError(f"{_where(binding)}: {origin} artifact has no artifact kind")
-    kind_name = payload["kind"]
+    kind_name = str(payload["kind"])
     if binding.accepted_kinds and kind_name not in binding.accepted_kinds:
         raise InvalidReferenceError(
             f"{_where(binding)}: {origin} artifact is {kind_name!r}; the slot "
@@ -74,18 +76,37 @@ def _validated_artifact(
     kind = kinds.get(kind_name)
     if kind is None:
         raise InvalidReferenceError(f"{_where(binding)}: unknown artifact kind {kind_name!r}")
-    problems = schema_problems(kind, payload)
-    if problems:
+    problems = json_schema_problems(kind, payload)
+    typed = None
+    if not problems:
+        try:
+            typed = kind.parse(payload)
+        except ValidationError as exc:
+            problems = model_problems(exc)
+    if typed is None:
         raise InvalidReferenceError(
             f"{_where(binding)}: malformed {origin} artifact"
             + (f" (file {file!r})" if file else "")
             + ": "
             + "; ".join(problems[:5])
         )
-    return payload
+    return _Validated(kind, payload, typed)
 
 
-def _decode_structured(binding: ResolvedBinding, name: str, text: str, media_type: str) -> Any:
+@dataclass(frozen=True)
+class _Validated:
+    """A validated structured artifact: its kind, as JSON (what its digest is of) and typed."""
+
+    kind: ArtifactKind
+    payload: dict[str, object]
+    typed: BaseModel
+
+    @property
+    def records(self) -> tuple[BaseModel, ...]:
+        return self.kind.records(self.typed)
+
+
+def _decode_structured(binding: ResolvedBinding, name: str, text: str, media_type: str) -> object:
     """A structured slot's file as a document: JSON, or YAML for a `.yaml`/`.yml` file (a
     hand-written campaign file), through the one reader's parsers (nesting capped, repeated
     keys refused). A YAML mapping without `kind` is of the slot's kind when the slot accepts
@@ -141,12 +162,12 @@ def prepare_file(
                 message=f"{_where(binding)}: file {name!r} is empty",
             )
         )
-    artifact = None
+    validated = None
     digest = sha256_digest(raw)
     if binding.accepted_kinds:
         decoded = _decode_structured(binding, name, text, media_type)
-        artifact = _validated_artifact(binding, decoded, "external", kinds, file=name)
-        digest = digest_of(artifact)
+        validated = _validated_artifact(binding, decoded, "external", kinds, file=name)
+        digest = digest_of(validated.payload)
     provenance = _provenance(
         binding,
         "file",
@@ -158,16 +179,18 @@ def prepare_file(
     return PreparedReference(
         slot=binding.slot,
         origin="file",
-        kind=artifact["kind"] if artifact else None,
+        kind=validated.kind.kind if validated else None,
         media_type=media_type,
         digest=digest,
         text=text,
-        artifact=artifact,
+        artifact=validated.payload if validated else None,
         provenance=provenance,
+        typed=validated.typed if validated else None,
+        records=validated.records if validated else (),
     ), warnings
 
 
-def _provenance(binding: ResolvedBinding, origin: str, **details: Any) -> dict[str, Any]:
+def _provenance(binding: ResolvedBinding, origin: str, **details: object) -> dict[str, object]:
     """A reference's provenance as the manifest records it: which slot of which target, bound
     how, then what the origin (`file` or `lane`) adds; keys in that order, as published."""
     return {
@@ -181,7 +204,7 @@ def _provenance(binding: ResolvedBinding, origin: str, **details: Any) -> dict[s
 
 def prepare_generated(
     binding: ResolvedBinding,
-    payload: Mapping[str, Any] | None,
+    payload: Mapping[str, object] | None,
     kinds: Mapping[str, ArtifactKind] = NO_KINDS,
 ) -> PreparedReference:
     if payload is None:
@@ -189,25 +212,26 @@ def prepare_generated(
             f"{_where(binding)}: lane {binding.lane!r} produced no accepted "
             "artifact, so this lane cannot run"
         )
-    artifact = _validated_artifact(binding, dict(payload), "generated", kinds)
-    digest = digest_of(artifact)
-    provenance = _provenance(
-        binding, "lane", lane=binding.lane, kind=artifact["kind"], digest=digest
-    )
+    validated = _validated_artifact(binding, dict(payload), "generated", kinds)
+    digest = digest_of(validated.payload)
+    kind = validated.kind.kind
+    provenance = _provenance(binding, "lane", lane=binding.lane, kind=kind, digest=digest)
     return PreparedReference(
         slot=binding.slot,
         origin="lane",
-        kind=artifact["kind"],
+        kind=kind,
         media_type="application/json",
         digest=digest,
-        artifact=artifact,
+        artifact=validated.payload,
         provenance=provenance,
+        typed=validated.typed,
+        records=validated.records,
     )
 
 
 def prepare_stage_references(
     stage: ResolvedStage,
-    lane_payloads: Mapping[str, Mapping[str, Any] | None],
+    lane_payloads: Mapping[str, Mapping[str, object] | None],
     kinds: Mapping[str, ArtifactKind] = NO_KINDS,
 ) -> tuple[dict[str, PreparedReference], list[RunWarning]]:
     prepared: dict[str, PreparedReference] = {}
@@ -225,13 +249,13 @@ def prepare_stage_references(
 
 def prepare_lane_references(
     stages: Sequence[ResolvedStage],
-    lane_payloads: Mapping[str, Mapping[str, Any] | None],
+    lane_payloads: Mapping[str, Mapping[str, object] | None],
     kinds: Mapping[str, ArtifactKind] = NO_KINDS,
-) -> tuple[dict[str, dict[str, PreparedReference]], list[RunWarning], list[dict[str, Any]]]:
+) -> tuple[dict[str, dict[str, PreparedReference]], list[RunWarning], list[dict[str, object]]]:
     """Prepared references by stage, the warnings, and the provenance for the manifest."""
     by_stage: dict[str, dict[str, PreparedReference]] = {}
     warnings: list[RunWarning] = []
-    provenance: list[dict[str, Any]] = []
+    provenance: list[dict[str, object]] = []
     for stage in stages:
         refs, warns = prepare_stage_references(stage, lane_payloads, kinds)
         by_stage[stage.stage] = refs

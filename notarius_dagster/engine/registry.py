@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from notarius_dagster.engine.artifact_kinds import ArtifactKind
 from notarius_dagster.engine.contracts import Chunker
@@ -30,7 +29,7 @@ class ChunkerSpec:
     `ValueError` or `TypeError`); resolution builds it once to say so before anything runs."""
 
     key: str
-    build: Callable[[dict[str, Any]], Chunker]
+    build: Callable[[dict[str, object]], Chunker]
     version: str = "1"
     slots: tuple[ReferenceSlot, ...] = ()
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Literal, TypedDict, cast
 
 from pydantic import Field, ValidationError
 
@@ -27,7 +27,7 @@ from notarius_dagster.engine.errors import ProfileError
 from notarius_dagster.engine.lanes import LANE_STAGES, LaneSpec, LaneStage
 from notarius_dagster.engine.limits import Budget, InputLimits
 from notarius_dagster.engine.models import Frozen, ReferenceSlot, Rejection, Stage
-from notarius_dagster.engine.output_options import validate_output_options
+from notarius_dagster.engine.output_options import OutputOptions, validate_output_options
 from notarius_dagster.engine.registry import LaneRegistry
 from notarius_dagster.engine.validators import known_validators, resolve_chain
 
@@ -51,11 +51,23 @@ class ResolvedBinding(Frozen):
     max_bytes: int = 1_000_000
 
 
+class _BindingCommon(TypedDict):
+    """What a binding to a file and one to a lane share (`ResolvedBinding`)."""
+
+    slot: str
+    target: str
+    source: BindingSource
+    required: bool
+    accepted_kinds: tuple[str, ...]
+    accepted_media_types: tuple[str, ...]
+    max_bytes: int
+
+
 class ResolvedStage(Frozen):
     stage: str
     module: str
     version: str
-    options: dict[str, Any]
+    options: dict[str, object]
     retries: int
     validators: tuple[str, ...]
     validators_source: Literal["default", "override"]
@@ -103,11 +115,11 @@ class ResolvedPipeline(Frozen):
     input_format: str | None
     chunk: ResolvedStage
     llm_profile_name: str
-    llm_profile: dict[str, Any]
+    llm_profile: dict[str, object]
     lanes: tuple[ResolvedLane, ...]
     configured_lanes: tuple[str, ...]
     output_module: str
-    output_options: dict[str, Any]
+    output_options: OutputOptions
     limits: InputLimits = Field(default_factory=InputLimits)
     budget: Budget = Field(default_factory=Budget)
     publish: PublishConfig = Field(default_factory=PublishConfig)
@@ -211,7 +223,7 @@ class _Resolver:
         key: str,
         base: Path,
     ) -> ResolvedBinding:
-        common: dict[str, Any] = dict(
+        common = _BindingCommon(
             slot=slot.name,
             target=target,
             source=source,

@@ -37,16 +37,15 @@ import re
 import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from notarius_dagster.engine.artifact_kinds import ArtifactKind
 from notarius_dagster.engine.models import SourceDocument, SourceUnit
 
-SpeakerNames = Callable[[Mapping[str, Any], str], Sequence[str]]
+SpeakerNames = Callable[[Mapping[str, object], str], Sequence[str]]
 """Given a stage's prepared references (by slot) and a speaker label, the names the label
 stands for (e.g. from a party roster); empty when it maps to nothing."""
 
-KnownNames = Callable[[Mapping[str, Any], str], Sequence[str]]
+KnownNames = Callable[[Mapping[str, object], str], Sequence[str]]
 """Given a stage's prepared references (by slot) and a value of a support field, the other
 names the references know the same character by (e.g. an NPC's name and aliases from the
 `npcs` lane); empty when the value names no one they know."""
@@ -56,7 +55,7 @@ _NOT_WORD = re.compile(r"[^0-9a-z]+")
 
 
 def known_names(
-    hooks: Sequence[KnownNames], references: Mapping[str, Any], value: str
+    hooks: Sequence[KnownNames], references: Mapping[str, object], value: str
 ) -> tuple[str, ...]:
     """`value` and every other name `hooks` know its character by."""
     out = [value]
@@ -66,7 +65,7 @@ def known_names(
 
 
 def speaker_names(
-    hooks: Sequence[SpeakerNames], references: Mapping[str, Any], label: str
+    hooks: Sequence[SpeakerNames], references: Mapping[str, object], label: str
 ) -> tuple[str, ...]:
     """Every name `hooks` say a speaker label stands for, deduplicated."""
     out: list[str] = []
@@ -91,7 +90,7 @@ def mentions(value_tokens: Sequence[str], text_tokens: Sequence[str]) -> bool:
     return all(any(t == v for t in remaining) for v in value_tokens)
 
 
-def field_values(record: Mapping[str, Any], fields: Iterable[str]) -> list[str]:
+def field_values(record: Mapping[str, object], fields: Iterable[str]) -> list[str]:
     """The string values of `fields` in a record (a list field gives each of its strings)."""
     values: list[str] = []
     for name in fields:
@@ -107,7 +106,7 @@ def unit_mention_texts(
     unit: SourceUnit,
     *,
     speaker_mentions: bool,
-    references: Mapping[str, Any],
+    references: Mapping[str, object],
     speaker_acts: bool = False,
     hooks: Sequence[SpeakerNames] = (),
 ) -> list[list[str]]:
@@ -124,15 +123,16 @@ def unit_mention_texts(
     return texts
 
 
-def _positions(refs: Any, document: SourceDocument) -> list[int]:
+def _positions(refs: object, document: SourceDocument) -> list[int]:
     """The document positions a record's references cover (a list of references or a single
     one), sorted; a unit outside the document is skipped (`refs_in_*` report those)."""
     positions = document.position_index()
     listed = refs if isinstance(refs, list) else [refs] if refs else []
     covered: set[int] = set()
-    for ref in listed:
-        start = positions.get(ref.get("start_unit_id"))
-        end = positions.get(ref.get("end_unit_id"))
+    for ref in (r for r in listed if isinstance(r, Mapping)):
+        first, last = ref.get("start_unit_id"), ref.get("end_unit_id")
+        start = positions.get(first) if isinstance(first, int) else None
+        end = positions.get(last) if isinstance(last, int) else None
         if start is not None and end is not None:
             covered.update(range(start, end + 1))
     return sorted(covered)
@@ -140,9 +140,9 @@ def _positions(refs: Any, document: SourceDocument) -> list[int]:
 
 def supporting_positions(
     kind: ArtifactKind,
-    record: Mapping[str, Any],
+    record: Mapping[str, object],
     document: SourceDocument,
-    references: Mapping[str, Any],
+    references: Mapping[str, object],
     hooks: Sequence[SpeakerNames] = (),
     names: Sequence[KnownNames] = (),
 ) -> tuple[list[int], list[int]] | None:
@@ -171,9 +171,9 @@ def supporting_positions(
 
 def unsupported_records(
     kind: ArtifactKind,
-    payload: Mapping[str, Any],
+    payload: Mapping[str, object],
     document: SourceDocument,
-    references: Mapping[str, Any] | None = None,
+    references: Mapping[str, object] | None = None,
     hooks: Sequence[SpeakerNames] = (),
     names: Sequence[KnownNames] = (),
 ) -> dict[int, str]:
@@ -183,7 +183,7 @@ def unsupported_records(
         return {}
     references = references or {}
     found: dict[int, str] = {}
-    for index, record in enumerate(payload.get(kind.items_field, [])):
+    for index, record in enumerate(record_dicts(payload, kind.items_field)):
         support = supporting_positions(kind, record, document, references, hooks, names)
         if support is not None and not support[1]:
             fields = "/".join(kind.support_fields)
@@ -192,6 +192,13 @@ def unsupported_records(
                 f"{len(support[0])} cited unit(s)"
             )
     return found
+
+
+def record_dicts(payload: Mapping[str, object], items_field: str) -> list[Mapping[str, object]]:
+    """The records of an output's payload as it came (the schema check has approved their
+    shape; anything that is no mapping is not a record)."""
+    items = payload.get(items_field, [])
+    return [r for r in items if isinstance(r, Mapping)] if isinstance(items, list) else []
 
 
 CITATION_WINDOW = 2
@@ -206,16 +213,16 @@ class Tightened:
     """What `tighten_citations` did: the payload (the same object when nothing changed), how
     many records lost cited units and how many units they lost in all."""
 
-    payload: Mapping[str, Any]
+    payload: Mapping[str, object]
     records: int = 0
     units: int = 0
 
 
 def tighten_citations(
     kind: ArtifactKind,
-    payload: Mapping[str, Any],
+    payload: Mapping[str, object],
     document: SourceDocument,
-    references: Mapping[str, Any] | None = None,
+    references: Mapping[str, object] | None = None,
     hooks: Sequence[SpeakerNames] = (),
     names: Sequence[KnownNames] = (),
     *,
@@ -229,7 +236,7 @@ def tighten_citations(
     if not kind.support_fields:
         return Tightened(payload)
     references = references or {}
-    records = list(payload.get(kind.items_field, []))
+    records: list[Mapping[str, object]] = record_dicts(payload, kind.items_field)
     trimmed = removed = 0
     for index, record in enumerate(records):
         refs = record.get(kind.refs_field)
@@ -265,7 +272,9 @@ def tight_positions(cited: Sequence[int], found: Sequence[int], *, window: int) 
     return kept
 
 
-def _ranges(positions: Sequence[int], document: SourceDocument, source_id: str) -> list[Any]:
+def _ranges(
+    positions: Sequence[int], document: SourceDocument, source_id: str
+) -> list[dict[str, object]]:
     """Sorted positions as inclusive references, one per run of consecutive positions."""
     runs: list[list[int]] = []
     for position in positions:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Literal
+from typing import Literal
 
 import jsonschema
 from pydantic import ValidationError
@@ -65,19 +65,28 @@ def _schema_validator(kind: ArtifactKind) -> jsonschema.Draft202012Validator:
     return jsonschema.Draft202012Validator(kind.json_schema())
 
 
-def schema_problems(kind: ArtifactKind, payload: dict[str, Any]) -> list[str]:
-    """JSON Schema and model validation problems by path (never values)."""
-    validator = _schema_validator(kind)
-    problems = [
+def json_schema_problems(kind: ArtifactKind, payload: Mapping[str, object]) -> list[str]:
+    """JSON Schema problems by path (never values)."""
+    return [
         f"{'/'.join(str(p) for p in err.absolute_path) or '(root)'}: {err.validator}"
-        for err in validator.iter_errors(payload)
+        for err in _schema_validator(kind).iter_errors(payload)
     ]
+
+
+def model_problems(exc: ValidationError) -> list[str]:
+    """A model validation error's problems by path and type (never values)."""
+    return [f"{'/'.join(str(p) for p in e['loc'])}: {e['type']}" for e in exc.errors()]
+
+
+def schema_problems(kind: ArtifactKind, payload: Mapping[str, object]) -> list[str]:
+    """JSON Schema and model validation problems by path (never values)."""
+    problems = json_schema_problems(kind, payload)
     if problems:
         return problems
     try:
         kind.parse(payload)
     except ValidationError as exc:
-        return [f"{'/'.join(str(p) for p in e['loc'])}: {e['type']}" for e in exc.errors()]
+        return model_problems(exc)
     return []
 
 
@@ -91,13 +100,21 @@ def validate_schema(ctx: ValidationContext, output: ModuleOutput) -> list[str]:
         return ["no payload"]
     if ctx.kind is None:
         return []
-    return schema_problems(ctx.kind, output.payload)
+    problems = json_schema_problems(ctx.kind, output.payload)
+    if problems:
+        return problems
+    try:  # the typed parse the rest of the chain reads (`ModuleOutput.artifact`)
+        output.artifact(ctx.kind)
+    except ValidationError as exc:
+        return model_problems(exc)
+    return []
 
 
 def _refs(ctx: ValidationContext, output: ModuleOutput) -> list[SourceRef]:
-    if ctx.kind is None or output.payload is None:
+    artifact = None if ctx.kind is None else output.artifact(ctx.kind)
+    if ctx.kind is None or artifact is None:
         return []
-    return ctx.kind.source_refs(output.payload)
+    return list(ctx.kind.project_source_refs(artifact))
 
 
 def ref_problems(

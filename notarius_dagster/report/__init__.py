@@ -2,9 +2,10 @@
 published bundle (and its evidence context when there is one) with no LLM, no network and no
 clock, so the same bundle always gives the same bytes.
 
-It knows the six D&D lanes by their artifact kinds, which is why it lives beside the engine and
-not in it. `load_bundle` reads a bundle folder into typed inputs, `render_report` turns them into
-the page, `write_report` publishes the page atomically beside the bundles (docs/report.md)."""
+It knows no lane by name: every lane of the registry it is given has a section as its
+`LaneSpec.report` declares, its records read with the lane's own models. `load_bundle` reads a
+bundle folder into typed inputs, `render_report` turns them into the page, `write_report`
+publishes the page atomically beside the bundles (docs/report.md)."""
 
 from notarius_dagster.report.errors import ReportError
 from notarius_dagster.report.inputs import ReportInputs

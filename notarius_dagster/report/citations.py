@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from notarius_dagster.report.inputs import Ref
+from notarius_dagster.engine.models import SourceRef
 from notarius_dagster.report.markup import link, text, unit_anchor
 
 
@@ -22,7 +22,7 @@ class DocumentOrder:
         self.order: tuple[int, ...] = tuple(dict.fromkeys([*unit_order, *extra]))
         self.position = {unit_id: pos for pos, unit_id in enumerate(self.order)}
 
-    def covered(self, ref: Ref) -> tuple[int, ...]:
+    def covered(self, ref: SourceRef) -> tuple[int, ...]:
         """The units `ref` covers; only its endpoints when they cannot be placed in order."""
         start = self.position.get(ref.start_unit_id)
         end = self.position.get(ref.end_unit_id)
@@ -52,7 +52,7 @@ class CitationIndex:
     marks: dict[int, list[Citer]] = field(default_factory=dict)
     listed: set[int] = field(default_factory=set)
 
-    def cite(self, refs: Sequence[Ref], citer: Citer) -> str:
+    def cite(self, refs: Sequence[SourceRef], citer: Citer) -> str:
         """Register `citer`'s references and return their links (one per reference)."""
         links = []
         for ref in refs:
@@ -65,20 +65,20 @@ class CitationIndex:
             links.append(self.ref_link(ref))
         return '<span class="cites">' + " ".join(links) + "</span>"
 
-    def cite_whole(self, ref: Ref) -> str:
+    def cite_whole(self, ref: SourceRef) -> str:
         """A whole-range citation (a scene): listed at its first unit, its units not marked."""
         self.listed.add(ref.start_unit_id)
         return self.ref_link(ref)
 
     @staticmethod
-    def ref_link(ref: Ref) -> str:
+    def ref_link(ref: SourceRef) -> str:
         if ref.start_unit_id == ref.end_unit_id:
             label = text(ref.start_unit_id)
         else:
             label = f"{text(ref.start_unit_id)}&#8211;{text(ref.end_unit_id)}"
         return link(unit_anchor(ref.start_unit_id), label, "cite")
 
-    def first_unit(self, refs: Sequence[Ref]) -> int | None:
+    def first_unit(self, refs: Sequence[SourceRef]) -> int | None:
         """The cited unit that comes first in the document (None: no reference)."""
         starts = [ref.start_unit_id for ref in refs]
         return min(starts, key=self.order.sort_key) if starts else None

@@ -4,30 +4,45 @@ the citation index, where each scene lies in the document, and which records nam
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from pydantic import BaseModel
+
+from notarius_dagster.engine.lanes import ReportColumn
 from notarius_dagster.report.citations import CitationIndex, Citer, DocumentOrder
-from notarius_dagster.report.inputs import (
-    CombatTurnList,
-    InteractionList,
-    ItemEventList,
-    LaneOutput,
-    NpcList,
-    ReportInputs,
-    Scene,
-    SceneList,
-    SpellList,
-)
+from notarius_dagster.report.inputs import LaneOutput, ReportInputs
 from notarius_dagster.report.markup import Anchors, text
 from notarius_dagster.report.speakers import Speakers
 
 
+def field_value(record: BaseModel, path: str) -> object:
+    """The value at `path` of a record: a field by name or alias (`from`), `a.b` a field of
+    a nested model (None where a step is None)."""
+    value: object = record
+    for part in path.split("."):
+        if not isinstance(value, BaseModel):
+            return None
+        fields = type(value).model_fields
+        name = next((n for n, info in fields.items() if part in (n, info.alias)), part)
+        value = getattr(value, name, None)
+    return value
+
+
+def linked_id(record: BaseModel, column: ReportColumn) -> str | None:
+    """The id of the record a `link` column's value names, if it names one."""
+    value = field_value(record, column.link) if column.link else None
+    return value if isinstance(value, str) and value else None
+
+
 @dataclass(frozen=True)
 class PlacedScene:
-    scene: Scene
+    """A record of a `scenes` lane where it lies in the document (positions of its first and
+    last unit)."""
+
+    scene_id: str
+    title: object
     anchor: str
-    first: int  # document positions of its first and last unit
+    first: int
     last: int
 
 
@@ -36,11 +51,12 @@ class PageContext:
     inputs: ReportInputs
     citations: CitationIndex
     record_anchors: dict[tuple[str, int], str] = field(default_factory=dict)
-    npc_anchors: dict[str, str] = field(default_factory=dict)
-    npc_names: dict[str, str] = field(default_factory=dict)
+    card_anchors: dict[str, str] = field(default_factory=dict)
+    """Record id -> anchor of the records shown as cards (the records `link` columns name)."""
     scene_anchors: dict[str, str] = field(default_factory=dict)
     scenes: list[PlacedScene] = field(default_factory=list)
     grounded: dict[str, list[Citer]] = field(default_factory=dict)
+    """Card record id -> the records that name it, as citers."""
     speakers: Speakers = field(default_factory=Speakers)
 
     def anchor(self, lane: LaneOutput, position: int) -> str:
@@ -56,22 +72,17 @@ class PageContext:
             return None
         return next((s for s in self.scenes if s.first <= pos <= s.last), None)
 
-    def named(self, name: str | None, npc_id: str | None) -> str:
-        """A character name, linked to its NPC card when grounding gave it an NPC id."""
+    def named(self, name: object, record_id: str | None) -> str:
+        """A name, linked to the card of the record it names (a grounded NPC) if shown."""
         if name is None:
             return '<span class="none">&#8212;</span>'
-        anchor = self.npc_anchors.get(npc_id or "")
+        anchor = self.card_anchors.get(record_id or "")
         return f'<a href="#{anchor}">{text(name)}</a>' if anchor else text(name)
 
 
-def _record_ids(lane: LaneOutput) -> Sequence[str]:
-    """The ids of a lane's records in file order (none when the report cannot read it)."""
-    return [record.id for record in lane.document.records] if lane.document else []
-
-
-def _ground(ctx: PageContext, npc_id: str | None, citer: Citer) -> None:
-    if npc_id:
-        named_by = ctx.grounded.setdefault(npc_id, [])
+def _ground(ctx: PageContext, record_id: str | None, citer: Citer) -> None:
+    if record_id:
+        named_by = ctx.grounded.setdefault(record_id, [])
         if citer not in named_by:
             named_by.append(citer)
 
@@ -87,35 +98,30 @@ def build_context(inputs: ReportInputs, speakers: Speakers | None = None) -> Pag
     )
     anchors = Anchors()
     for lane in inputs.outputs:
-        for position, record_id in enumerate(_record_ids(lane)):
-            ctx.record_anchors[(lane.lane_id, position)] = anchors.claim(lane.lane_id, record_id)
+        for position in range(len(lane.items or ())):
+            ctx.record_anchors[(lane.lane_id, position)] = anchors.claim(
+                lane.lane_id, lane.record_id(position)
+            )
     position_of = ctx.citations.order.position
     for lane in inputs.outputs:
-        doc = lane.document
-        if isinstance(doc, NpcList):
-            for i, npc in enumerate(doc.records):
-                ctx.npc_anchors.setdefault(npc.id, ctx.anchor(lane, i))
-                ctx.npc_names.setdefault(npc.id, npc.name)
-        elif isinstance(doc, SceneList):
-            for i, scene in enumerate(doc.records):
+        if lane.spec is None or lane.items is None:
+            continue
+        table = lane.spec.report_table
+        columns = table.column_specs()
+        for i, record in enumerate(lane.items):
+            record_id = lane.record_id(i)
+            if table.layout == "cards":
+                ctx.card_anchors.setdefault(record_id, ctx.anchor(lane, i))
+            elif table.layout == "scenes":
                 anchor = ctx.anchor(lane, i)
-                ctx.scene_anchors.setdefault(scene.id, anchor)
-                first = position_of.get(scene.source_ref.start_unit_id)
-                last = position_of.get(scene.source_ref.end_unit_id)
+                ctx.scene_anchors.setdefault(record_id, anchor)
+                ref = lane.refs(i)[0]
+                first = position_of.get(ref.start_unit_id)
+                last = position_of.get(ref.end_unit_id)
                 if first is not None and last is not None and first <= last:
-                    ctx.scenes.append(PlacedScene(scene, anchor, first, last))
-        elif isinstance(doc, CombatTurnList):
-            for i, turn in enumerate(doc.records):
-                _ground(ctx, turn.actor_npc_id, ctx.citer(lane, i, turn.id))
-        elif isinstance(doc, SpellList):
-            for i, spell in enumerate(doc.records):
-                _ground(ctx, spell.caster_npc_id, ctx.citer(lane, i, spell.id))
-        elif isinstance(doc, ItemEventList):
-            for i, event in enumerate(doc.records):
-                _ground(ctx, event.from_npc_id, ctx.citer(lane, i, event.id))
-                _ground(ctx, event.to_npc_id, ctx.citer(lane, i, event.id))
-        elif isinstance(doc, InteractionList):
-            for i, interaction in enumerate(doc.records):
-                _ground(ctx, interaction.npc_id, ctx.citer(lane, i, interaction.id))
+                    title = field_value(record, columns[1].field) if len(columns) > 1 else None
+                    ctx.scenes.append(PlacedScene(record_id, title, anchor, first, last))
+            for column in columns:
+                _ground(ctx, linked_id(record, column), ctx.citer(lane, i, record_id))
     ctx.scenes.sort(key=lambda s: (s.first, s.last))
     return ctx

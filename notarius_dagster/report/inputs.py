@@ -1,19 +1,19 @@
 """The typed inputs of the report: a reader's view of the published bundle documents.
 
-These are the consumer-side shapes of the files bundle.md describes (lane files of schema
-version v1, the evidence context, warnings, rejections, the parts of the index and manifest the
-page shows), not the producers' models (a warning, whose fields are all the report shows, is the
-engine's model read leniently): the report reads what was published and ignores keys it does
-not use, as bundle.md asks of every consumer. Every string here is untrusted text to the
-renderer, whatever file it came from."""
+Lane files are read with the lanes' own models (the registry's `LaneSpec.list_model`, the
+schema's source): their records reach the renderer as instances of the lane's record model,
+with the lane's spec saying how to show them (`LaneSpec.report_table`). The other documents
+have consumer-side shapes here (the evidence context, warnings, rejections, the parts of the
+index and manifest the page shows), blind to keys the report does not use, as bundle.md asks
+of every consumer (a warning, whose fields are all the report shows, is the engine's model read
+leniently). Every string here is untrusted text to the renderer, whatever file it came from."""
 
 from __future__ import annotations
 
-from typing import Any
+from pydantic import BaseModel, ConfigDict, InstanceOf, JsonValue
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from notarius_dagster.engine.models import RunWarning
+from notarius_dagster.engine.lanes import LaneSpec
+from notarius_dagster.engine.models import RunWarning, SourceRef
 
 
 class View(BaseModel):
@@ -22,141 +22,6 @@ class View(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
 
 
-class Ref(View):
-    """A citation: an inclusive range of units, resolved by document position."""
-
-    source_id: str
-    start_unit_id: int
-    end_unit_id: int
-
-
-class Scene(View):
-    id: str = Field(alias="scene_id")  # every record of the report is known by its `id`
-    kind: str
-    title: str
-    summary: str
-    source_ref: Ref
-
-
-class Npc(View):
-    id: str
-    name: str
-    aliases: tuple[str, ...] = ()
-    description: str = ""
-    source_refs: tuple[Ref, ...]
-
-
-class Outcome(View):
-    hit: bool | None = None
-    damage: str | None = None
-    effect: str | None = None
-
-
-class CombatTurn(View):
-    id: str
-    round: int | None = None
-    actor: str
-    actor_npc_id: str | None = None
-    action: str
-    targets: tuple[str, ...] = ()
-    outcome: Outcome = Outcome()
-    source_refs: tuple[Ref, ...]
-
-
-class Spell(View):
-    id: str
-    caster: str
-    caster_npc_id: str | None = None
-    spell: str
-    level: int | None = None
-    targets: tuple[str, ...] = ()
-    outcome: str | None = None
-    source_refs: tuple[Ref, ...]
-
-
-class ItemEvent(View):
-    id: str
-    item: str
-    event: str
-    from_: str | None = Field(default=None, alias="from")
-    to: str | None = None
-    from_npc_id: str | None = None
-    to_npc_id: str | None = None
-    quantity: int | None = None
-    source_refs: tuple[Ref, ...]
-
-
-class Interaction(View):
-    id: str
-    npc: str
-    npc_id: str | None = None
-    participants: tuple[str, ...] = ()
-    kind: str
-    summary: str = ""
-    source_refs: tuple[Ref, ...]
-
-
-# A lane file is one list of records under its kind's key; each view reads that key as
-# `records`, so the renderer walks any lane's records the same way.
-class SceneList(View):
-    records: tuple[Scene, ...] = Field(alias="scene_descriptions")
-
-
-class NpcList(View):
-    records: tuple[Npc, ...] = Field(alias="npcs")
-
-
-class CombatTurnList(View):
-    records: tuple[CombatTurn, ...] = Field(alias="combat_turns")
-
-
-class SpellList(View):
-    records: tuple[Spell, ...] = Field(alias="spells")
-
-
-class ItemEventList(View):
-    records: tuple[ItemEvent, ...] = Field(alias="item_events")
-
-
-class InteractionList(View):
-    records: tuple[Interaction, ...] = Field(alias="npc_interactions")
-
-
-Cell = str | int | float | bool | None
-
-
-class TableRecord(View):
-    """A record of a lane the report has no section of its own for, as its `LaneSpec` says to
-    show it (`report_table`): its id, the declared columns' values and its citations."""
-
-    id: str
-    cells: tuple[Cell, ...]
-    source_refs: tuple[Ref, ...]
-
-
-class TableList(View):
-    """Such a lane's records, with the section title, the noun and the column headers its
-    `LaneSpec` declares (read with the lane's own record model, `loader.py`)."""
-
-    title: str
-    noun: str
-    headers: tuple[str, ...]
-    records: tuple[TableRecord, ...]
-
-
-LaneDocument = (
-    SceneList | NpcList | CombatTurnList | SpellList | ItemEventList | InteractionList | TableList
-)
-
-# The D&D artifact kinds the report renders (schema version v1), with their reader's view.
-KNOWN_KINDS: dict[str, type[LaneDocument]] = {
-    "dnd/scene-description-list": SceneList,
-    "dnd/npc-list": NpcList,
-    "dnd/combat-turn-list": CombatTurnList,
-    "dnd/spell-list": SpellList,
-    "dnd/item-event-list": ItemEventList,
-    "dnd/npc-interaction-list": InteractionList,
-}
 SUPPORTED_SCHEMA_VERSION = "v1"
 
 
@@ -164,11 +29,11 @@ class EvidenceUnit(View):
     unit_id: int
     kind: str = "utterance"
     text: str
-    metadata: dict[str, Any] = {}
+    metadata: dict[str, JsonValue] = {}
 
 
 class EvidenceReference(View):
-    source_ref: Ref
+    source_ref: SourceRef
     lanes: tuple[str, ...]
 
 
@@ -215,18 +80,36 @@ class LaneSummary(View):
 
 
 class LaneOutput(View):
-    """One accepted lane file: `document` is its typed view when the report knows the kind and
-    schema version, else None (the page lists it without rendering its records)."""
+    """One accepted lane file. `spec` is the registered lane of its kind and `items` its
+    records, read with that lane's record model, when the registry has the kind at the file's
+    schema version; else both are None (the page lists the file without its records)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore", arbitrary_types_allowed=True)
 
     lane_id: str
     kind: str
     schema_version: str
     records: int
-    document: LaneDocument | None = None
+    spec: InstanceOf[LaneSpec] | None = None
+    items: tuple[InstanceOf[BaseModel], ...] | None = None
+
+    def record_id(self, position: int) -> str:
+        """The id of the record at `position` (its position when it has none)."""
+        assert self.spec is not None and self.items is not None
+        value = getattr(self.items[position], self.spec.id_field, None)
+        return str(value) if value is not None else f"{self.lane_id}-{position + 1}"
+
+    def refs(self, position: int) -> tuple[SourceRef, ...]:
+        """The citations of the record at `position` (a single reference as one)."""
+        assert self.spec is not None and self.items is not None
+        value = getattr(self.items[position], self.spec.refs_field)
+        return tuple(value) if isinstance(value, list | tuple) else (value,)
 
 
 class ReportInputs(View):
     """Everything the page shows, read from one bundle version."""
+
+    model_config = LaneOutput.model_config
 
     session_id: str
     run_id: str
@@ -242,6 +125,9 @@ class ReportInputs(View):
     completion_tokens: int = 0
     lanes: tuple[LaneSummary, ...] = ()
     outputs: tuple[LaneOutput, ...] = ()
+    registered: tuple[InstanceOf[LaneSpec], ...] = ()
+    """Every lane of the registry the page was made with: each has a section, present or
+    not (`LaneSpec.report_table`)."""
     unit_order: tuple[int, ...] = ()
     evidence: Evidence | None = None
     warnings: tuple[WarningEntry, ...] = ()

@@ -11,45 +11,38 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path, PurePosixPath
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from notarius_dagster.engine.lanes import LaneSpec
 from notarius_dagster.engine.registry import LaneRegistry
 from notarius_dagster.report.errors import ReportError
 from notarius_dagster.report.inputs import (
-    KNOWN_KINDS,
-    SUPPORTED_SCHEMA_VERSION,
-    Cell,
     Evidence,
-    LaneDocument,
     LaneOutput,
     LaneSummary,
-    Ref,
     RejectionEntry,
     ReportInputs,
-    TableList,
-    TableRecord,
     WarningEntry,
 )
 
 M = TypeVar("M", bound=BaseModel)
 
 
-def _read_json(folder: Path, name: str) -> Any:
+def _read_json(folder: Path, name: str) -> object:
     rel = PurePosixPath(name)
     if rel.is_absolute() or ".." in rel.parts or "\\" in name:
         raise ReportError(f"index.json names an unsafe file {name!r}")
     try:
-        return json.loads((folder / rel).read_text(encoding="utf-8"))
+        value: object = json.loads((folder / rel).read_text(encoding="utf-8"))
+        return value
     except FileNotFoundError:
         raise ReportError(f"{name}: missing from the bundle") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ReportError(f"{name}: unreadable ({type(exc).__name__})") from None
 
 
-def _parse(model: type[M], value: Any, where: str) -> M:
+def _parse(model: type[M], value: object, where: str) -> M:
     """Validate with a content-safe error: key path and error type, never the value."""
     try:
         return model.model_validate(value)
@@ -61,82 +54,66 @@ def _parse(model: type[M], value: Any, where: str) -> M:
         ) from None
 
 
-def _get(document: Any, key: str, where: str) -> Any:
+def _get(document: object, key: str, where: str) -> object:
     if not isinstance(document, dict) or key not in document:
         raise ReportError(f"{where}: missing key {key!r}")
-    return document[key]
+    value: object = document[key]
+    return value
 
 
-def _unit_order(chunk_map: Any) -> tuple[int, ...]:
+def _optional(document: object, key: str, default: object = None) -> object:
+    """`document[key]` when `document` is an object that has the key, else `default`."""
+    value: object = document.get(key, default) if isinstance(document, dict) else default
+    return value
+
+
+def _list(value: object, where: str) -> list[object]:
+    if not isinstance(value, list):
+        raise ReportError(f"{where}: not a list")
+    return list(value)
+
+
+def _unit_order(chunk_map: object) -> tuple[int, ...]:
     """Every unit id of the chunk map in document order (chunks may overlap: first seen wins)."""
     seen: dict[int, None] = {}
-    for chunk in _get(chunk_map, "chunks", "chunk-map.json"):
-        for unit_id in _get(chunk, "unit_ids", "chunk-map.json: chunks[]"):
+    for chunk in _list(_get(chunk_map, "chunks", "chunk-map.json"), "chunk-map.json: chunks"):
+        units = _get(chunk, "unit_ids", "chunk-map.json: chunks[]")
+        for unit_id in _list(units, "chunk-map.json: chunks[].unit_ids"):
             if not isinstance(unit_id, int) or isinstance(unit_id, bool):
                 raise ReportError("chunk-map.json: chunks[].unit_ids: not an integer")
             seen.setdefault(unit_id, None)
     return tuple(seen)
 
 
-def _cell(value: object) -> Cell:
-    """A record field as a table cell: scalars as they are, a list of scalars joined."""
-    if value is None or isinstance(value, str | int | float | bool):
-        return value
-    if isinstance(value, list | tuple) and all(isinstance(v, str | int | float) for v in value):
-        return ", ".join(str(v) for v in value)
-    return None
-
-
-def _table(spec: LaneSpec, value: Any, where: str) -> TableList:
-    """A lane file of `spec`'s kind, read with the lane's own models, as its report table."""
-    artifact = _parse(spec.list_model, value, where)
-    table = spec.report_table
-    records = []
-    for i, record in enumerate(getattr(artifact, spec.items_field)):
-        refs = getattr(record, spec.refs_field)
-        listed = refs if isinstance(refs, list) else [refs]
-        record_id = getattr(record, spec.id_field, None)
-        records.append(
-            TableRecord(
-                id=str(record_id) if record_id is not None else f"{spec.lane_id}-{i + 1}",
-                cells=tuple(_cell(getattr(record, field)) for _, field in table.columns),
-                source_refs=tuple(Ref.model_validate(r.model_dump()) for r in listed),
-            )
-        )
-    return TableList(
-        title=table.title,
-        noun=table.noun,
-        headers=tuple(header for header, _ in table.columns),
-        records=tuple(records),
-    )
-
-
-def _lane_output(folder: Path, descriptor: Any, registry: LaneRegistry | None = None) -> LaneOutput:
+def _lane_output(folder: Path, descriptor: object, registry: LaneRegistry) -> LaneOutput:
+    """One accepted lane file; read with the registered lane's own list model when the
+    registry has its kind at its schema version (a file that is not a valid artifact of it is
+    an error naming the file and the key path), else listed unread."""
     lane_id = str(_get(descriptor, "lane_id", "index.json: lanes[]"))
-    kind = str(_get(descriptor, "kind", f"index.json: lanes[{lane_id}]"))
-    version = str(_get(descriptor, "schema_version", f"index.json: lanes[{lane_id}]"))
-    file_name = str(_get(descriptor, "file", f"index.json: lanes[{lane_id}]"))
-    records = descriptor.get("records", 0)
-    view = KNOWN_KINDS.get(kind)
-    spec = registry.lane_of_kind(kind) if registry is not None else None
-    document: LaneDocument | None = None
-    if view is not None and version == SUPPORTED_SCHEMA_VERSION:
-        document = _parse(view, _read_json(folder, file_name), file_name)
-    elif spec is not None and version == spec.schema_version:
-        document = _table(spec, _read_json(folder, file_name), file_name)
+    where = f"index.json: lanes[{lane_id}]"
+    kind = str(_get(descriptor, "kind", where))
+    version = str(_get(descriptor, "schema_version", where))
+    file_name = str(_get(descriptor, "file", where))
+    records = _optional(descriptor, "records", 0)
+    spec = registry.lane_of_kind(kind)
+    items = None
+    if spec is not None and version == spec.schema_version:
+        artifact = _parse(spec.list_model, _read_json(folder, file_name), file_name)
+        items = spec.artifact_kind.records(artifact)
     return LaneOutput(
         lane_id=lane_id,
         kind=kind,
         schema_version=version,
         records=records if isinstance(records, int) else 0,
-        document=document,
+        spec=spec if items is not None else None,
+        items=items,
     )
 
 
-def load_bundle(bundle: Path, registry: LaneRegistry | None = None) -> ReportInputs:
+def load_bundle(bundle: Path, registry: LaneRegistry) -> ReportInputs:
     """The report's inputs from the bundle at `bundle` (a session's symlink or a version
-    folder), read from one version throughout. A lane of a kind the report has no section of
-    its own for is shown as the table its `LaneSpec` in `registry` declares."""
+    folder), read from one version throughout. Every lane of `registry` gets a section as its
+    `LaneSpec` declares (`report_table`); its records are read with the lane's own models."""
     folder = Path(os.path.realpath(bundle))
     if not (folder / "index.json").is_file():
         raise ReportError("no published bundle here (index.json is missing)")
@@ -147,14 +124,18 @@ def load_bundle(bundle: Path, registry: LaneRegistry | None = None) -> ReportInp
         raise ReportError("index.json and manifest.json come from different runs (a mixed read)")
     warnings = _read_json(folder, str(_get(files, "warnings", "index.json: files")))
     rejected = _read_json(folder, str(_get(files, "rejected", "index.json: files")))
-    chunk_descriptor = index.get("chunk_map")
+    chunk_descriptor = _optional(index, "chunk_map")
     order: tuple[int, ...] = ()
     if chunk_descriptor is not None:
         order = _unit_order(_read_json(folder, str(_get(chunk_descriptor, "file", "index.json"))))
     evidence = None
-    evidence_descriptor = index.get("evidence_context")
+    evidence_descriptor = _optional(index, "evidence_context")
     if evidence_descriptor is not None:
-        if (evidence_descriptor.get("kind"), evidence_descriptor.get("schema_version")) != (
+        identity = (
+            _optional(evidence_descriptor, "kind"),
+            _optional(evidence_descriptor, "schema_version"),
+        )
+        if identity != (
             "source/evidence-context",
             "v1",
         ):
@@ -162,7 +143,7 @@ def load_bundle(bundle: Path, registry: LaneRegistry | None = None) -> ReportInp
         name = str(_get(evidence_descriptor, "file", "index.json: evidence_context"))
         evidence = _parse(Evidence, _read_json(folder, name), name)
     pipeline = _get(manifest, "pipeline", "manifest.json")
-    totals = manifest.get("totals") or {}
+    totals = _optional(manifest, "totals") or {}
     source = _get(manifest, "source", "manifest.json")
     return _parse(
         ReportInputs,
@@ -176,20 +157,29 @@ def load_bundle(bundle: Path, registry: LaneRegistry | None = None) -> ReportInp
             "validation_status": _get(index, "validation_status", "index.json"),
             "source_units": _get(source, "units", "manifest.json: source"),
             "chunks": _get(manifest, "chunks", "manifest.json"),
-            "llm_calls": totals.get("llm_calls", 0),
-            "prompt_tokens": totals.get("prompt_tokens", 0),
-            "completion_tokens": totals.get("completion_tokens", 0),
+            "llm_calls": _optional(totals, "llm_calls", 0),
+            "prompt_tokens": _optional(totals, "prompt_tokens", 0),
+            "completion_tokens": _optional(totals, "completion_tokens", 0),
             "lanes": [
                 _parse(LaneSummary, lane, "manifest.json: artifact_lanes[]")
-                for lane in _get(manifest, "artifact_lanes", "manifest.json")
+                for lane in _list(
+                    _get(manifest, "artifact_lanes", "manifest.json"), "manifest.json"
+                )
             ],
             "outputs": [
-                _lane_output(folder, d, registry) for d in _get(index, "lanes", "index.json")
+                _lane_output(folder, d, registry)
+                for d in _list(_get(index, "lanes", "index.json"), "index.json: lanes")
             ],
+            "registered": registry.lanes,
             "unit_order": order,
             "evidence": evidence,
-            "warnings": [_parse(WarningEntry, w, "warnings.json[]") for w in warnings],
-            "rejections": [_parse(RejectionEntry, r, "rejected.json[]") for r in rejected],
+            "warnings": [
+                _parse(WarningEntry, w, "warnings.json[]") for w in _list(warnings, "warnings.json")
+            ],
+            "rejections": [
+                _parse(RejectionEntry, r, "rejected.json[]")
+                for r in _list(rejected, "rejected.json")
+            ],
         },
         "bundle",
     )

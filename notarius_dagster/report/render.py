@@ -1,5 +1,5 @@
-"""Assembles the page: header, contents, the six lane sections, other lanes, rejections and
-warnings, and the cited transcript.
+"""Assembles the page: header, contents, a section per registered lane, lane files of unknown
+kinds, rejections and warnings, and the cited transcript.
 
 The page is one self-contained file: inline CSS, no script, no image, no font or stylesheet
 from anywhere, no link but in-page fragments, and a Content-Security-Policy that forbids
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from notarius_dagster.engine.outcome import session_outcome
 from notarius_dagster.report.context import PageContext, build_context
-from notarius_dagster.report.inputs import KNOWN_KINDS, ReportInputs
+from notarius_dagster.report.inputs import ReportInputs
 from notarius_dagster.report.issues import render_issues
 from notarius_dagster.report.markup import text, token
 from notarius_dagster.report.sections import render_sections
@@ -171,14 +171,16 @@ def _other_lanes(inputs: ReportInputs) -> str:
         f"<tr><td>{text(lane.lane_id)}</td><td>{text(lane.kind)}</td>"
         f"<td>{text(lane.schema_version)}</td><td>{text(lane.records)}</td></tr>"
         for lane in inputs.outputs
-        if lane.document is None
+        if lane.items is None
     )
     if not rows:
         return ""
-    known = ", ".join(text(k) for k in KNOWN_KINDS)
+    known = ", ".join(
+        f"{text(spec.kind)} {text(spec.schema_version)}" for spec in inputs.registered
+    )
     return (
-        '<p class="note">This report renders the D&amp;D kinds (' + known + ") of schema "
-        "version v1; these lane files are in the bundle but not shown here.</p>"
+        '<p class="note">This report renders the registered lanes\' kinds (' + known + ") at "
+        "their schema versions; these lane files are in the bundle but not shown here.</p>"
         '<table class="records"><thead><tr><th>Lane</th><th>Kind</th><th>Schema version'
         f"</th><th>Records</th></tr></thead><tbody>{rows}</tbody></table>"
     )
@@ -219,7 +221,7 @@ def render_page(
         + body
         + "</body></html>\n"
     )
-    records = sum(lane.records for lane in inputs.outputs if lane.document is not None)
+    records = sum(lane.records for lane in inputs.outputs if lane.items is not None)
     return RenderedReport(page, records, listed, with_text)
 
 

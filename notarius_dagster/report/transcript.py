@@ -5,8 +5,8 @@ sections, which register their citations in the page context."""
 
 from __future__ import annotations
 
-from notarius_dagster.report.context import PageContext
-from notarius_dagster.report.inputs import EvidenceUnit, SceneList
+from notarius_dagster.report.context import PageContext, field_value
+from notarius_dagster.report.inputs import EvidenceUnit
 from notarius_dagster.report.markup import link, text, unit_anchor
 
 
@@ -46,14 +46,22 @@ def _trailing_gap(items: list[str], total: int, last_known: int) -> bool:
 
 
 def _scene_dividers(ctx: PageContext) -> dict[int, list[str]]:
+    """A divider before the first unit of each scene (a record of a `scenes` lane): its id,
+    kind and title (the lane's first two report columns)."""
     dividers: dict[int, list[str]] = {}
     for lane in ctx.inputs.outputs:
-        if isinstance(lane.document, SceneList):
-            for i, scene in enumerate(lane.document.records):
-                dividers.setdefault(scene.source_ref.start_unit_id, []).append(
-                    f'<li class="divider">Scene {link(ctx.anchor(lane, i), text(scene.id))}'
-                    f" &#183; {text(scene.kind)} &#183; {text(scene.title)}</li>"
-                )
+        if lane.spec is None or lane.items is None:
+            continue
+        table = lane.spec.report_table
+        if table.layout != "scenes":
+            continue
+        kind, title = table.column_specs()[:2]
+        for i, scene in enumerate(lane.items):
+            dividers.setdefault(lane.refs(i)[0].start_unit_id, []).append(
+                f'<li class="divider">Scene {link(ctx.anchor(lane, i), text(lane.record_id(i)))}'
+                f" &#183; {text(field_value(scene, kind.field))} &#183; "
+                f"{text(field_value(scene, title.field))}</li>"
+            )
     return dividers
 
 

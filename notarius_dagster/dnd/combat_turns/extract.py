@@ -9,6 +9,7 @@ from typing import Any
 from notarius_dagster.dnd.combat_turns.gate import GATE_POLICY, decide
 from notarius_dagster.dnd.llm_extract import LLMListExtractor
 from notarius_dagster.dnd.reference_fingerprints import scene_record_fingerprint
+from notarius_dagster.dnd.scene_descriptions.model import SceneDescription
 from notarius_dagster.engine.contracts import ExtractRequest, ModuleOutput, PreparedReference
 from notarius_dagster.engine.errors import LaneError
 from notarius_dagster.engine.models import Chunk
@@ -17,7 +18,7 @@ SCENES_SLOT = "scene_descriptions"
 SCENE_KIND = "dnd/scene-description-list"
 
 
-def _text(value: Any) -> str | None:
+def _text(value: object) -> str | None:
     text = str(value).strip() if value is not None else ""
     return text or None
 
@@ -56,8 +57,8 @@ class SceneGatedCombatExtractor:
             return scene_record_fingerprint(reference, chunk)
         return self.inner.reference_fingerprint(slot, reference, chunk)
 
-    def manifest_metadata(self) -> dict[str, Any]:
-        metadata: dict[str, Any] = {**self.inner.manifest_metadata(), "gate": GATE_POLICY}
+    def manifest_metadata(self) -> dict[str, object]:
+        metadata: dict[str, object] = {**self.inner.manifest_metadata(), "gate": GATE_POLICY}
         with self._lock:
             if self._scene_records is not None:
                 metadata["approved_scene_records"] = self._scene_records
@@ -76,7 +77,7 @@ class SceneGatedCombatExtractor:
         empty = self.inner.lane.envelope(request.chunk.source_id, [])
         return ModuleOutput(payload=empty, warnings=warnings, skipped=True)
 
-    def _scenes(self, request: ExtractRequest) -> list[dict[str, Any]]:
+    def _scenes(self, request: ExtractRequest) -> list[SceneDescription]:
         """The approved scene records. A missing or unvalidated artifact is an error, never
         an unbound slot (resolution guarantees the slot is bound)."""
         ref = request.context.references.get(SCENES_SLOT)
@@ -84,7 +85,7 @@ class SceneGatedCombatExtractor:
             raise LaneError(f"required reference {SCENES_SLOT!r} was not prepared")
         if ref.artifact is None or ref.kind != SCENE_KIND:
             raise LaneError(f"reference {SCENES_SLOT!r} holds no validated {SCENE_KIND} artifact")
-        scenes = list(ref.artifact.get("scene_descriptions", []))
+        scenes = [s for s in ref.records if isinstance(s, SceneDescription)]
         with self._lock:
             self._scene_records = len(scenes)
         return scenes

@@ -6,10 +6,11 @@ scene lane's mixed-scene precedence already decided."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
+from notarius_dagster.dnd.scene_descriptions.model import SceneDescription
 from notarius_dagster.engine.models import Chunk, RunWarning
 
 GATE_POLICY = "exact-scene-match-v1"
@@ -44,19 +45,19 @@ class GateDecision:
         )
 
 
-def decide(scenes: Sequence[Mapping[str, Any]], chunk: Chunk) -> GateDecision:
+def decide(scenes: Sequence[SceneDescription], chunk: Chunk) -> GateDecision:
     """The gate for one chunk, from the approved scene records."""
-    same_id = [s for s in scenes if s.get("scene_id") == chunk.chunk_id]
+    same_id = [s for s in scenes if s.scene_id == chunk.chunk_id]
     if not same_id:
         return GateDecision("uncovered", NO_RECORD)
     if len(same_id) > 1:
         return GateDecision("uncovered", DUPLICATE)
     scene = same_id[0]
-    if scene.get("source_id") != chunk.source_id:
+    if scene.source_id != chunk.source_id:
         return GateDecision("uncovered", SOURCE_MISMATCH)
-    if (scene.get("start_unit_id"), scene.get("end_unit_id")) != (
+    if (scene.start_unit_id, scene.end_unit_id) != (
         chunk.start_unit_id,
         chunk.end_unit_id,
     ):
         return GateDecision("uncovered", RANGE_MISMATCH)
-    return GateDecision("combat" if scene.get("kind") == "combat" else "not_combat")
+    return GateDecision("combat" if scene.kind == "combat" else "not_combat")

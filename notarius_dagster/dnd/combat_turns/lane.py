@@ -18,7 +18,7 @@ from notarius_dagster.dnd.event_lists import event_modules
 from notarius_dagster.dnd.grounding import npcs_slot
 from notarius_dagster.dnd.roster import roster_slot
 from notarius_dagster.engine.lane_models import AnswerSpec
-from notarius_dagster.engine.lanes import GoldMatch, LaneSpec
+from notarius_dagster.engine.lanes import GoldMatch, LaneSpec, ReportColumn, ReportTable
 from notarius_dagster.engine.models import ReferenceSlot
 
 LANE = LaneSpec(
@@ -51,6 +51,23 @@ LANE = LaneSpec(
     # The actor is the one who speaks: a player's line (mapped by the roster) shows the turn.
     speaker_acts=True,
     preview_fields=("id", "actor", "round"),
+    report=ReportTable(
+        title="Combat",
+        noun="combat turns",
+        section_id="combat",
+        layout="rounds",
+        id_header="Turn",
+        group=ReportColumn("Round", "round"),
+        columns=(
+            ReportColumn("Actor", "actor", link="actor_npc_id"),
+            ("Action", "action"),
+            ("Targets", "targets"),
+            ReportColumn("Hit", "outcome.hit", labels=((True, "hit"), (False, "miss"))),
+            ("Damage", "outcome.damage"),
+            ("Effect", "outcome.effect"),
+        ),
+        order=30,
+    ),
     # A turn by its actor, and its round when both say one.
     gold_match=GoldMatch(name="actor", also=("round",)),
 )

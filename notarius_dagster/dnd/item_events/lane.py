@@ -8,7 +8,7 @@ from notarius_dagster.dnd.grounding import npcs_slot
 from notarius_dagster.dnd.item_events.model import ItemEvent
 from notarius_dagster.dnd.roster import roster_slot
 from notarius_dagster.engine.lane_models import AnswerSpec
-from notarius_dagster.engine.lanes import GoldMatch, LaneSpec
+from notarius_dagster.engine.lanes import GoldMatch, LaneSpec, ReportColumn, ReportTable
 
 LANE = LaneSpec(
     lane_id="item-events",
@@ -24,6 +24,20 @@ LANE = LaneSpec(
     id_prefix="item-event",
     support_fields=("item",),
     preview_fields=("id", "item", "event"),
+    report=ReportTable(
+        title="Items changing hands",
+        noun="item events",
+        section_id="items",
+        id_header="Event",
+        columns=(
+            ("Item", "item"),
+            ("What", "event"),
+            ("Quantity", "quantity"),
+            ReportColumn("From", "from", link="from_npc_id"),
+            ReportColumn("To", "to", link="to_npc_id"),
+        ),
+        order=50,
+    ),
     # An item event by the item, and what happened to it.
     gold_match=GoldMatch(name="item", also=("event",)),
 )

@@ -9,7 +9,7 @@ from notarius_dagster.dnd.grounding import known_npcs, npcs_slot
 from notarius_dagster.dnd.npc_interactions.model import NpcInteraction
 from notarius_dagster.dnd.roster import roster_slot
 from notarius_dagster.engine.lane_models import AnswerSpec
-from notarius_dagster.engine.lanes import GoldMatch, LaneSpec
+from notarius_dagster.engine.lanes import GoldMatch, LaneSpec, ReportColumn, ReportTable
 
 LANE = LaneSpec(
     lane_id="npc-interactions",
@@ -29,6 +29,19 @@ LANE = LaneSpec(
     id_prefix="interaction",
     support_fields=("npc",),
     preview_fields=("id", "kind", "npc", "npc_id"),
+    report=ReportTable(
+        title="NPC interactions",
+        noun="NPC interactions",
+        section_id="interactions",
+        id_header="Interaction",
+        columns=(
+            ReportColumn("NPC", "npc", link="npc_id"),
+            ("Kind", "kind"),
+            ("Participants", "participants"),
+            ("Summary", "summary"),
+        ),
+        order=60,
+    ),
     # An interaction by the NPC it is with. Chunked extraction reports a long dealing once per
     # chunk it spans (the merge folds only identical records), and each report is right: so
     # several predictions may match one gold interaction, which recall counts once.

@@ -9,7 +9,7 @@ from notarius_dagster.dnd.npcs.modules import NpcMerger, NpcNormalizer, party_fi
 from notarius_dagster.dnd.records import ids_rule
 from notarius_dagster.dnd.roster import roster_slot
 from notarius_dagster.engine.lane_models import AnswerSpec
-from notarius_dagster.engine.lanes import GoldMatch, LaneModules, LaneSpec
+from notarius_dagster.engine.lanes import GoldMatch, LaneModules, LaneSpec, ReportTable
 
 LANE = LaneSpec(
     lane_id="npcs",
@@ -30,6 +30,14 @@ LANE = LaneSpec(
     id_prefix="npc",
     support_fields=("name", "aliases"),
     preview_fields=("id", "name"),
+    report=ReportTable(
+        title="NPCs",
+        noun="NPCs",
+        section_id="npcs",
+        layout="cards",
+        columns=(("Name", "name"), ("Also called", "aliases"), ("Description", "description")),
+        order=20,
+    ),
     # An NPC by its name or any alias, on either side.
     gold_match=GoldMatch(name="name", aliases="aliases"),
 )

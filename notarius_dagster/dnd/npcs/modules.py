@@ -5,6 +5,7 @@ roster bound, the extractor drops player characters (`party_filtered_payload`)."
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from notarius_dagster.dnd.llm_extract import PayloadWithWarnings, canonical_name, list_payload
@@ -40,7 +41,7 @@ def party_filtered_payload(
     return lane.envelope(request.chunk.source_id, kept), [*warnings, *dropped, *dm]
 
 
-def shared_group_names(extracts: Any) -> set[str]:
+def shared_group_names(extracts: Iterable[ModuleOutput]) -> set[str]:
     """Canonical names that two differently named NPCs of one chunk's answer both carry (a
     group's name, as "the Knot Sisters" for Mona and Yuli): the answer said they are two
     people, so such a name identifies neither and never merges anyone."""
@@ -60,7 +61,7 @@ class NpcMerger:
     description, aliases and references are unioned. A name two differently named NPCs of one
     chunk share (`shared_group_names`) merges nothing."""
 
-    def __init__(self, lane: LaneSpec, options: dict[str, Any]) -> None:
+    def __init__(self, lane: LaneSpec, options: Mapping[str, object]) -> None:
         self.lane = lane
         self.options = options
 
@@ -105,7 +106,7 @@ class NpcNormalizer:
     """Orders NPCs by first citation and assigns stable ids `<prefix>-<name-slug>` (`npc-...`;
     a numeric suffix only when two names share a slug)."""
 
-    def __init__(self, lane: LaneSpec, options: dict[str, Any]) -> None:
+    def __init__(self, lane: LaneSpec, options: Mapping[str, object]) -> None:
         self.lane = lane
         self.options = options
 

@@ -12,7 +12,7 @@ from notarius_dagster.dnd.scene_descriptions.modules import (
 )
 from notarius_dagster.dnd.scene_descriptions.rules import RULES
 from notarius_dagster.engine.lane_models import AnswerSpec
-from notarius_dagster.engine.lanes import GoldMatch, LaneModules, LaneSpec
+from notarius_dagster.engine.lanes import GoldMatch, LaneModules, LaneSpec, ReportTable
 
 LANE = LaneSpec(
     lane_id="scene-descriptions",
@@ -34,6 +34,14 @@ LANE = LaneSpec(
     refs_field="source_ref",
     unique_fields=("scene_id",),
     preview_fields=("kind", "scene_id"),
+    report=ReportTable(
+        title="Scenes",
+        noun="scenes",
+        section_id="scenes",
+        layout="scenes",
+        columns=(("Kind", "kind"), ("Title", "title"), ("Summary", "summary")),
+        order=10,
+    ),
     # A scene by its kind over a unit range: a chunk's scene is right when it has the kind of a
     # gold scene it overlaps; several chunks may fall inside one gold scene.
     gold_match=GoldMatch(name="kind", many_to_one=True),

@@ -8,7 +8,7 @@ from notarius_dagster.dnd.grounding import npcs_slot
 from notarius_dagster.dnd.roster import roster_slot
 from notarius_dagster.dnd.spells.model import SpellCast
 from notarius_dagster.engine.lane_models import AnswerSpec
-from notarius_dagster.engine.lanes import GoldMatch, LaneSpec
+from notarius_dagster.engine.lanes import GoldMatch, LaneSpec, ReportColumn, ReportTable
 
 LANE = LaneSpec(
     lane_id="spells",
@@ -24,6 +24,20 @@ LANE = LaneSpec(
     id_prefix="spell",
     support_fields=("spell",),
     preview_fields=("id", "caster", "spell", "level"),
+    report=ReportTable(
+        title="Spells cast",
+        noun="spells",
+        section_id="spells",
+        id_header="Cast",
+        columns=(
+            ("Spell", "spell"),
+            ReportColumn("Level", "level", labels=((0, "cantrip"),), template="level {}"),
+            ReportColumn("Caster", "caster", link="caster_npc_id"),
+            ("Targets", "targets"),
+            ("Outcome", "outcome"),
+        ),
+        order=40,
+    ),
     # A casting by the spell's name, and its caster.
     gold_match=GoldMatch(name="spell", also=("caster",)),
 )

@@ -23,7 +23,7 @@ class _LineProblem(ValueError):
     """Raised from json hooks; carries a content-safe description of what is wrong."""
 
 
-def _json_type(value: Any) -> str:
+def _json_type(value: object) -> str:
     """The JSON name of a value's type: errors say what kind of value was found, never the
     value itself (it may be transcript text)."""
     if value is None:
@@ -46,9 +46,9 @@ def _shown_key(key: str) -> str:
     return repr(key if len(key) <= _KEY_SHOWN_CHARS else key[:_KEY_SHOWN_CHARS] + "...")
 
 
-def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, object]:
     """Reject repeated keys instead of letting the last one win silently."""
-    result: dict[str, Any] = {}
+    result: dict[str, object] = {}
     for key, value in pairs:
         if key in result:
             raise _LineProblem(f"key {_shown_key(key)} appears twice in one object")
@@ -61,7 +61,7 @@ def _no_constants(name: str) -> Any:
     raise _LineProblem(f"{name} is not valid JSON")
 
 
-def _load_object(line: str, file_name: str, line_no: int) -> dict[str, Any]:
+def _load_object(line: str, file_name: str, line_no: int) -> dict[str, object]:
     """Parse one line into a JSON object, reporting position and kind of problem only. A line
     nested deeper than `MAX_NESTING` is refused before it is parsed (the bracket count is a
     cheap first look: most lines have one pair of braces)."""
@@ -85,7 +85,7 @@ def _load_object(line: str, file_name: str, line_no: int) -> dict[str, Any]:
     return value
 
 
-def _seconds(obj: dict[str, Any], key: str, file_name: str, line_no: int) -> float | None:
+def _seconds(obj: dict[str, object], key: str, file_name: str, line_no: int) -> float | None:
     """An optional timestamp in seconds, normalised to float so `1` and `1.0` digest alike."""
     if key not in obj:
         return None
@@ -149,7 +149,9 @@ class JsonlAdapter:
             units.append(unit)
         return units
 
-    def _unit(self, obj: dict[str, Any], position: int, file_name: str, line_no: int) -> SourceUnit:
+    def _unit(
+        self, obj: dict[str, object], position: int, file_name: str, line_no: int
+    ) -> SourceUnit:
         """Build one unit from a parsed line, checking each known key's type."""
         if "text" not in obj:
             raise line_error(file_name, line_no, "key 'text' is required (a string)")
@@ -167,7 +169,7 @@ class JsonlAdapter:
             )
         if not UNIT_ID_MIN <= unit_id <= UNIT_ID_MAX:
             raise line_error(file_name, line_no, "key 'unit_id' must fit a signed 64-bit integer")
-        metadata: dict[str, Any] = {}
+        metadata: dict[str, object] = {}
         if "speaker" in obj:
             speaker = obj["speaker"]
             if not isinstance(speaker, str):

@@ -8,7 +8,6 @@ text, because a typo there would otherwise silently become part of the speech.
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from notarius_dagster.engine.inputs.base import (
     UTTERANCE,
@@ -38,7 +37,7 @@ class PlainTextAdapter:
             line = raw_line.strip()
             if not line:
                 continue
-            metadata: dict[str, Any] = {}
+            metadata: dict[str, object] = {}
             stamped = _LOOKS_LIKE_TIMESTAMP.fullmatch(line)
             if stamped is not None:
                 clock = _TIMESTAMP.fullmatch(stamped.group(1))

@@ -9,7 +9,6 @@ unique, and is never renumbered.
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from notarius_dagster.engine.inputs.base import (
     UTTERANCE,
@@ -64,7 +63,7 @@ def _subtitle(unit_id: int, block: list[str], start_line: int, file_name: str) -
     )
     body = _FORMAT_TAG.sub("", "\n".join(line.strip() for line in block[2:])).strip()
     speaker, body = split_speaker(body)
-    metadata: dict[str, Any] = {}
+    metadata: dict[str, object] = {}
     if speaker is not None:
         metadata["speaker"] = speaker
     metadata["start"] = start

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import html
 import re
-from typing import Any
 
 from notarius_dagster.engine.inputs.base import (
     UTTERANCE,
@@ -97,7 +96,7 @@ class WebVttAdapter:
             problem=f"malformed cue timing; {_TIMING_HINT}",
         )
         voices, body = _payload("\n".join(block[timing_index + 1 :]))
-        metadata: dict[str, Any] = {}
+        metadata: dict[str, object] = {}
         if voices:
             metadata["speaker"] = voices[0]
         if len(voices) > 1:
