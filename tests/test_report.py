@@ -805,7 +805,9 @@ def test_the_asset_writes_the_report_of_the_published_bundle_beside_it(
     assert sample.report.is_file()
     roster = load_roster(REPO / "configs" / "rosters" / "sample.yaml")
     expected = render_page(
-        load_bundle(sample.bundle, LANES), campaign_link(roster, SESSION), Speakers.of(roster, SESSION)
+        load_bundle(sample.bundle, LANES),
+        campaign_link(roster, SESSION),
+        Speakers.of(roster, SESSION),
     )
     assert sample.report.read_bytes() == expected.html.encode()
     index = json.loads((sample.bundle / "index.json").read_text())

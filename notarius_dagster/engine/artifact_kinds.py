@@ -50,6 +50,16 @@ class ArtifactKind:
         """A payload of this kind as its typed model (`pydantic.ValidationError` if not one)."""
         return self.model.model_validate(payload)
 
+    def parse_held(
+        self, payload: Mapping[str, object], held: tuple[object, BaseModel] | None
+    ) -> tuple[object, BaseModel]:
+        """`held` (a payload object and its parse) when it is this very payload parsed as this
+        kind, else a new parse of `payload`: what a holder of a payload keeps so its readers
+        share one parse, and a copy with another payload parses its own."""
+        if held is not None and held[0] is payload and type(held[1]) is self.model:
+            return held
+        return (payload, self.parse(payload))
+
     def records(self, artifact: BaseModel) -> tuple[BaseModel, ...]:
         """The records of a typed artifact of this kind, in order."""
         records: list[BaseModel] = getattr(artifact, self.items_field)

@@ -34,11 +34,8 @@ class ModuleOutput(Frozen):
         payload parses its own."""
         if self.payload is None:
             return None
-        held = self._typed
-        if held is None or held[0] is not self.payload or type(held[1]) is not kind.model:
-            held = (self.payload, kind.parse(self.payload))
-            self._typed = held
-        return held[1]
+        self._typed = kind.parse_held(self.payload, self._typed)
+        return self._typed[1]
 
 
 @dataclass(frozen=True)

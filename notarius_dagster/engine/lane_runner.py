@@ -156,11 +156,8 @@ class LaneResult(Frozen):
         its paths."""
         if self.payload is None:
             return None
-        held = self._typed
-        if held is None or held[0] is not self.payload or type(held[1]) is not kind.model:
-            held = (self.payload, kind.parse(self.payload))
-            self._typed = held
-        return held[1]
+        self._typed = kind.parse_held(self.payload, self._typed)
+        return self._typed[1]
 
     def records(self, kind: ArtifactKind) -> tuple[BaseModel, ...]:
         """The accepted artifact's records (instances of the lane's record model), in order."""
