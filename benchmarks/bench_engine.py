@@ -21,7 +21,7 @@ from notarius_dagster.engine.inputs import parse_transcript  # noqa: E402
 from notarius_dagster.engine.lane_runner import run_lane  # noqa: E402
 from notarius_dagster.engine.resolution import resolve_profile_file  # noqa: E402
 from notarius_dagster.llm.client import LiteLLMClient  # noqa: E402
-from notarius_dagster.llm.test_double import double_profile, scripted_llm  # noqa: E402
+from tests.llm_double import double_profile, scripted_llm  # noqa: E402
 from notarius_dagster.modules import registry  # noqa: E402
 from tests.doubles import lane_responder  # noqa: E402
 

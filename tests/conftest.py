@@ -15,6 +15,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 from notarius_dagster.engine.inputs import document_digest  # noqa: E402
 from notarius_dagster.engine.models import SourceDocument, SourceUnit  # noqa: E402
 from tests.browser import launched_chromium  # noqa: E402
+from tests.llm_double import install_profile  # noqa: E402
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser
@@ -22,6 +23,12 @@ if TYPE_CHECKING:
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "data"
 """Real, openly licensed transcripts and wiki notes committed with the project (data/README.md)."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The LLM test double (tests/llm_double.py): its `test-double` LLM profile is known to
+    this process's lane registry; the product itself has no such profile."""
+    install_profile()
 
 
 def make_document(

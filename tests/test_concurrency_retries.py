@@ -29,7 +29,7 @@ from notarius_dagster.engine.models import Chunk, SourceDocument
 from notarius_dagster.engine.resolution import ResolvedLane, resolve_profile_file
 from notarius_dagster.engine.transcripts import register_transcript
 from notarius_dagster.llm.client import LiteLLMClient, TransientLLMError
-from notarius_dagster.llm.test_double import (
+from tests.llm_double import (
     double_profile,
     provider_error_of,
     scripted_llm,

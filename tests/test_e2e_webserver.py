@@ -16,7 +16,7 @@ import pytest
 
 from notarius_dagster.llm import test_double
 from notarius_dagster.llm._litellm import litellm
-from notarius_dagster.llm.test_double import replay, scripted_llm
+from tests.llm_double import replay, scripted_llm
 
 if TYPE_CHECKING:
     from tests.e2e_servers import DagsterServers

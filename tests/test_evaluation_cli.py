@@ -15,7 +15,7 @@ from dagster import DagsterInstance
 
 from notarius_dagster.engine.evaluation import EvaluationReport, evaluate
 from notarius_dagster.engine.transcripts import register_transcript
-from notarius_dagster.llm.test_double import scripted_llm
+from tests.llm_double import scripted_llm
 from notarius_dagster.modules import registry
 from notarius_dagster.run.runner import run_session
 from tests.conftest import DATA, REPO

@@ -16,7 +16,7 @@ from dagster._core.events import DagsterEventType
 from assets.quality import CHECK_NAME, NO_GOLD, quality_metadata
 from notarius_dagster.engine.evaluation import evaluate
 from notarius_dagster.engine.transcripts import register_transcript
-from notarius_dagster.llm.test_double import scripted_llm
+from tests.llm_double import scripted_llm
 from notarius_dagster.modules import registry
 from notarius_dagster.run.runner import run_session
 from notarius_dagster.store import gold_file

@@ -16,7 +16,7 @@ from notarius_dagster.llm.client import LiteLLMClient, TransientLLMError
 from notarius_dagster.llm.families import family_of
 from notarius_dagster.llm.profiles import LLMProfile, offline_profile
 from notarius_dagster.llm.structured import choose_rung, prompt_schema
-from notarius_dagster.llm.test_double import (
+from tests.llm_double import (
     double_profile,
     provider_error_of,
     replay,

@@ -19,7 +19,7 @@ from assets.jobs import SESSION_JOB_NAME
 from assets.run_tags import MODEL_TAG, PROFILE_DIGEST_TAG, PROFILE_TAG, SESSION_TAG
 from assets.sensors import INBOX_SENSOR_NAME
 from notarius_dagster.engine.transcripts import register_transcript
-from notarius_dagster.llm.test_double import scripted_llm
+from tests.llm_double import scripted_llm
 from notarius_dagster.modules import registry
 from notarius_dagster.run.definitions import resolve_settings_pipeline
 from notarius_dagster.run.runner import run_session, run_settings

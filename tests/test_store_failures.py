@@ -27,7 +27,7 @@ from dagster import AssetKey, DagsterInstance, build_output_context
 
 from notarius_dagster.engine.bundle import VERSIONS_DIR, publish_bundle
 from notarius_dagster.engine.transcripts import register_transcript
-from notarius_dagster.llm.test_double import scripted_llm
+from tests.llm_double import scripted_llm
 from notarius_dagster.run.runner import run_session
 from resources.io_managers import JsonAssetIOManager
 from tests.conftest import make_document

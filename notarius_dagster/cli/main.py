@@ -541,7 +541,7 @@ def add_run_command(sub: Any) -> None:
         "DATA/bundles)",
     )
     run.add_argument("--session-id", help="default: derived from the file name")
-    run.add_argument("--llm-profile", help="override the profile's LLM profile (e.g. test-double)")
+    run.add_argument("--llm-profile", help="override the profile's LLM profile (e.g. offline)")
     run.add_argument(
         "--data",
         help="store root (transcripts, asset values, checkpoints); "

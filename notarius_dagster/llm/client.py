@@ -122,12 +122,6 @@ class LiteLLMClient:
     ) -> None:
         check_ready(profile, api_key)  # fail fast, before any request is built: key, package
         self._api_key = profile.resolve_api_key(api_key)
-        if profile.model.startswith("notarius-double/"):
-            # The test-double provider lives in litellm's registry only once registered; a run
-            # process launched by the daemon has imported nothing else that would do it.
-            from notarius_dagster.llm.test_double import register_double
-
-            register_double()
         self._profile = profile
         self._family = family_of(profile)
         self._api_base = api_base_override or profile.api_base

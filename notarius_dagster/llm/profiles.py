@@ -50,9 +50,6 @@ prices have their own profile fields)."""
 # The bundled offline server does not check keys, but OpenAI-compatible clients insist on one.
 OFFLINE_DUMMY_KEY = "sk-no-key-required"
 
-DOUBLE_PROVIDER = "notarius-double"
-"""The litellm provider name of the in-process test double (`notarius_dagster.llm.test_double`)."""
-
 
 class LLMProfile(Frozen):
     """One model tier. `model` is any litellm model string (`openai/smollm2`,
@@ -176,20 +173,7 @@ OFFLINE = LLMProfile(
 offline, extracts poorly. Every value is published in the manifests of its runs, and its model,
 temperature and token limits are in every checkpoint key (see `LLMProfile.fingerprint`)."""
 
-TEST_DOUBLE = LLMProfile(
-    name="test-double",
-    model=f"{DOUBLE_PROVIDER}/scripted",
-    temperature=0.0,
-    max_tokens=512,
-    timeout_s=30,
-    retries=0,
-    max_concurrency=2,
-    input_cost_per_token=0.0,
-    output_cost_per_token=0.0,
-)
-"""The in-process test double (`notarius_dagster.llm.test_double`): not a model."""
-
-BUILTIN_PROFILES: Mapping[str, LLMProfile] = {p.name: p for p in (OFFLINE, TEST_DOUBLE)}
+BUILTIN_PROFILES: Mapping[str, LLMProfile] = {p.name: p for p in (OFFLINE,)}
 """Every pipeline profile may name these; its own `llm_profiles` entry of the same name wins."""
 
 
