@@ -15,7 +15,8 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 from notarius_dagster.engine.inputs import document_digest  # noqa: E402
 from notarius_dagster.engine.models import SourceDocument, SourceUnit  # noqa: E402
 from tests.browser import launched_chromium  # noqa: E402
-from tests.llm_double import install_profile  # noqa: E402
+from tests.doubles import lane_responder  # noqa: E402
+from tests.llm_double import ResponderServer, install_profile, responder_server  # noqa: E402
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser
@@ -72,6 +73,15 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pa
     monkeypatch.setenv("DAGSTER_HOME", str(home))
     monkeypatch.setenv("NOTARIUS_DATA", str(tmp_path / "data"))
     yield tmp_path
+
+
+@pytest.fixture(scope="session")
+def lane_loopback() -> Iterator[ResponderServer]:
+    """The LLM test double for processes a `scripted_llm` block cannot reach (`notarius run`
+    subprocesses, the Dagster servers): an OpenAI-compatible server on 127.0.0.1 answering
+    with `tests.doubles.lane_responder` (tests/llm_double.py: `loopback_profile_file`)."""
+    with responder_server(lane_responder) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")

@@ -342,14 +342,21 @@ def responder_server(responder: Responder, **kwargs: Any) -> Iterator[ResponderS
 
 
 def loopback_profile_file(
-    original: Path, folder: Path, server: ResponderServer, name: str = "test-double"
+    original: Path,
+    folder: Path,
+    server: ResponderServer,
+    *,
+    name: str = "loopback",
+    select: bool = True,
 ) -> Path:
-    """A copy of pipeline profile `original` in `folder` whose LLM profile `name` (also its
-    `pipeline.llm_profile`) calls `server`; reference paths are made absolute, so they name
-    the files the original does. The copy has the original's file name."""
+    """A copy of pipeline profile `original`, written to `folder` under the original's file
+    name (in place when `folder` is the original's), with the LLM profile `name` that calls
+    `server`, which `pipeline.llm_profile` names unless `select` is false. Reference paths are
+    made absolute, so the copy reads the files the original does."""
     config = yaml.safe_load(original.read_text(encoding="utf-8"))
     pipeline = config["pipeline"]
-    pipeline["llm_profile"] = name
+    if select:
+        pipeline["llm_profile"] = name
     _absolute_paths(pipeline.get("references"), original.parent)
     for lane in pipeline.get("lanes") or ():
         if isinstance(lane, dict):
