@@ -27,10 +27,10 @@ Two routes, both through litellm's real code:
   rules), and the process is given a pipeline profile whose LLM profile is
   `openai/notarius-double` with `api_base` at that server: litellm's real OpenAI path.
 
-`install_profile()` (called from `pytest_configure` in `tests/conftest.py`) makes the LLM profile `test-double`
-(`TEST_DOUBLE`: it routes to the in-process double) known to this process's D&D lane registry,
-the one `notarius_dagster.modules.registry()` returns, so a test may resolve any profile with
-`llm_profile="test-double"`. The product knows no such profile."""
+`install_profile()` (called from `pytest_configure` in `tests/conftest.py`) makes the LLM
+profile `test-double` (`TEST_DOUBLE`: it routes to the in-process double) known to this
+process's D&D lane registry, the one `notarius_dagster.modules.registry()` returns, so a test may
+resolve any profile with `llm_profile="test-double"`. The product knows no such profile."""
 
 from __future__ import annotations
 

@@ -23,9 +23,9 @@ from notarius_dagster.engine.bundle_documents import Manifest
 from notarius_dagster.engine.lane_runner import LaneResult
 from notarius_dagster.engine.llm_contract import LLMUsage
 from notarius_dagster.engine.models import RunWarning
-from tests.llm_double import scripted_llm
 from notarius_dagster.settings import BUNDLE_BASE_URL_ENV
 from tests.doubles import lane_responder
+from tests.llm_double import scripted_llm
 from tests.run_definitions import build_run_definitions
 from tests.test_dagster_materialization import REPO, SAMPLE, materialize
 

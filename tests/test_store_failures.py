@@ -27,16 +27,16 @@ from dagster import AssetKey, DagsterInstance, build_output_context
 
 from notarius_dagster.engine.bundle import VERSIONS_DIR, publish_bundle
 from notarius_dagster.engine.transcripts import register_transcript
+from notarius_dagster.run.runner import run_session
+from resources.io_managers import JsonAssetIOManager
+from tests.conftest import make_document
+from tests.doubles import lane_responder
 from tests.llm_double import (
     ResponderServer,
     loopback_environ,
     loopback_profile_file,
     scripted_llm,
 )
-from notarius_dagster.run.runner import run_session
-from resources.io_managers import JsonAssetIOManager
-from tests.conftest import make_document
-from tests.doubles import lane_responder
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "samples" / "crd3-c2e001-slice.jsonl"
