@@ -11,7 +11,7 @@ resolution."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field, JsonValue, field_validator, model_validator
 
@@ -183,12 +183,12 @@ def offline_profile(name: str = "offline", *, context_tokens: int = 4096) -> LLM
     return builtin_profile("offline", name=name, context_tokens=context_tokens)
 
 
-def builtin_profile(builtin: str, **overrides: Any) -> LLMProfile:
+def builtin_profile(builtin: str, **overrides: JsonValue) -> LLMProfile:
     """A built-in profile, validated again with `overrides` (which may rename it) applied."""
     return LLMProfile.model_validate({**BUILTIN_PROFILES[builtin].model_dump(), **overrides})
 
 
-def canonical_profile(name: str, cfg: Mapping[str, Any]) -> dict[str, Any]:
+def canonical_profile(name: str, cfg: Mapping[str, object]) -> dict[str, JsonValue]:
     """The engine's `LLMProfileValidator`: profile `name`'s JSON form, every field filled in
     (raises `pydantic.ValidationError`)."""
     return LLMProfile.model_validate({"name": name, **cfg}).model_dump(mode="json")
@@ -201,5 +201,5 @@ def profile_catalog() -> LLMProfileCatalog:
     return LLMProfileCatalog(builtins=builtins, validator=canonical_profile)
 
 
-def _config_of(profile: LLMProfile) -> dict[str, Any]:
+def _config_of(profile: LLMProfile) -> dict[str, JsonValue]:
     return profile.model_dump(mode="json", exclude={"name"})
