@@ -290,10 +290,8 @@ class ResponderServer(OpenAIServer):
     """OpenAI chat completions on 127.0.0.1 whose answers come from a responder (the same
     callables `scripted_llm` takes): the server still checks every request against OpenAI's
     documented rules and the key, and answers in OpenAI's shapes with usage. A responder that
-    raises is answered with OpenAI's 500 error and kept in `errors`.
-
-    `calls` holds every request's messages, response format and `metadata`-free body, as the
-    other process sent them."""
+    raises is answered with OpenAI's 500 error and kept in `errors`. `requests` holds every
+    request as the other process sent it (path, headers, JSON body)."""
 
     def __init__(self, responder: Responder, **kwargs: Any) -> None:
         super().__init__("openai", api_key=LOOPBACK_KEY, model_names=[LOOPBACK_MODEL], **kwargs)
