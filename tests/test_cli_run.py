@@ -22,11 +22,15 @@ OFFLINE = REPO / "configs" / "offline.yaml"
 NOTARIUS = Path(sys.executable).with_name("notarius")
 
 
+def offline_answered_by(tmp_path: Path, server: ResponderServer) -> Path:
+    """The file `run_args` names: configs/offline.yaml whose LLM profile `loopback` is the test
+    double's server `server`."""
+    return loopback_profile_file(OFFLINE, tmp_path / "profile", server)
+
+
 @pytest.fixture(autouse=True)
 def offline_with_the_double(tmp_path: Path, lane_loopback: ResponderServer) -> Path:
-    """configs/offline.yaml with the LLM profile `loopback`, the test double's server (the
-    file `run_args` names)."""
-    return loopback_profile_file(OFFLINE, tmp_path / "profile", lane_loopback)
+    return offline_answered_by(tmp_path, lane_loopback)
 
 
 def notarius(
