@@ -41,8 +41,8 @@ lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
-	# strict on the engine and the lanes (llm/ follows once llm/test_double.py moves to tests/)
-	$(VENV)/bin/mypy --strict notarius_dagster/engine notarius_dagster/dnd
+	# strict on the engine, the lanes and the LLM layer
+	$(VENV)/bin/mypy --strict notarius_dagster/engine notarius_dagster/dnd notarius_dagster/llm
 
 schemas: setup
 	$(PY) -m notarius_dagster.schemas --write

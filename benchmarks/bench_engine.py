@@ -21,14 +21,15 @@ from notarius_dagster.engine.inputs import parse_transcript  # noqa: E402
 from notarius_dagster.engine.lane_runner import run_lane  # noqa: E402
 from notarius_dagster.engine.resolution import resolve_profile_file  # noqa: E402
 from notarius_dagster.llm.client import LiteLLMClient  # noqa: E402
-from notarius_dagster.llm.test_double import double_profile, scripted_llm  # noqa: E402
 from notarius_dagster.modules import registry  # noqa: E402
 from tests.doubles import lane_responder  # noqa: E402
+from tests.llm_double import double_profile, install_profile, scripted_llm  # noqa: E402
 
 SESSIONS = ROOT / "data" / "sessions"
 
 
 def main() -> None:
+    install_profile()  # the test suite's `test-double` LLM profile (tests/llm_double.py)
     pipeline = resolve_profile_file(
         ROOT / "configs" / "offline.yaml", llm_profile="test-double", registry=registry()
     )

@@ -7,8 +7,10 @@ validator, model calls and tokens, the wall time, and the model and profile dige
 
     .venv/bin/python benchmarks/bench_quality.py                      # the bundled offline model
     .venv/bin/python benchmarks/bench_quality.py --sessions crd3-c2e001-slice
-    NOTARIUS_TEST_DOUBLE_RESPONDER=tests.lane_doubles:complete_responder PYTHONPATH=. \\
-        .venv/bin/python benchmarks/bench_quality.py --llm-profile test-double --out /tmp/q.json
+    .venv/bin/python benchmarks/bench_quality.py --test-double --out /tmp/q.json
+
+`--test-double` runs the in-process test double of the test suite (tests/llm_double.py, not a
+model: keyword rules, tests/lane_doubles.py) instead of a model: the pipeline's own cost.
 
 With `--oracle` it measures the pipeline instead of a model (`benchmarks/quality_oracle.py`):
 the oracle answers every chunk with exactly its gold records, clean (the ceiling: what the
@@ -24,6 +26,7 @@ not measure extraction quality (docs/evaluation.md); never tune prompts to one g
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -169,6 +172,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--out", help="where to write the figures (default: results/...)")
     parser.add_argument(
+        "--test-double",
+        action="store_true",
+        help="answer with the test suite's keyword double (tests/llm_double.py), not a model",
+    )
+    parser.add_argument(
         "--oracle",
         action="store_true",
         help="measure the pipeline with the oracle: ceiling and injected mistakes",
@@ -187,7 +195,15 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("no such session")
     os.environ.setdefault("DAGSTER_HOME", tempfile.mkdtemp(prefix="bench-quality-home-"))
     results = []
-    with tempfile.TemporaryDirectory(prefix="bench-quality-") as store:
+    with contextlib.ExitStack() as stack:
+        if args.test_double:
+            from tests.lane_doubles import complete_responder
+            from tests.llm_double import install_profile, scripted_llm
+
+            install_profile()
+            args.llm_profile = "test-double"
+            stack.enter_context(scripted_llm(complete_responder))
+        store = stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-quality-"))
         for session in chosen:
             print(
                 f"{session.session_id}: running the complete profile with {args.llm_profile!r}",

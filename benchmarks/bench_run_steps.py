@@ -1,8 +1,9 @@
 """Steps, processes and Dagster events of one session run, measured from outside: `notarius run`
 of the bundled sample (`samples/crd3-c2e001-slice.jsonl`) with the complete profile
-(`configs/dnd-complete.yaml`, six lanes) and the test double (`--llm-profile test-double`, the
-keyword rules of `tests/lane_doubles.py`: no model time, so what is left is orchestration), in a
-fresh Dagster home and store per repeat.
+(`configs/dnd-complete.yaml`, six lanes) and the test suite's double reached through its
+loopback OpenAI server (`tests/llm_double.py: ResponderServer`, answering with the keyword rules
+of `tests/lane_doubles.py`: no model time, so what is left is orchestration), in a fresh
+Dagster home and store per repeat.
 
 Per run it counts, from the run's event log on the instance: STEP_START events (each step is
 one process of the forkserver under the multiprocess executor `notarius run` uses for one
@@ -38,26 +39,31 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT))
 
 import bench_pipeline  # noqa: E402
 
 SAMPLE = Path("samples") / "crd3-c2e001-slice.jsonl"
 PROFILE = Path("configs") / "dnd-complete.yaml"
-RESPONDER = "tests.lane_doubles:complete_responder"
 RESULTS = ROOT / "benchmarks" / "results" / "run-steps.json"
 
 
 def one_run(tree: Path, work: Path) -> dict[str, Any]:
     """One `notarius run` of the sample in a fresh store under `work`; its counts and times."""
+    from tests.lane_doubles import complete_responder
+    from tests.llm_double import loopback_environ, loopback_profile_file, responder_server
+
     store = bench_pipeline.Store(work)
     env = bench_pipeline.run_env(tree, store)
-    env.update(NOTARIUS_TEST_DOUBLE_RESPONDER=RESPONDER, LITELLM_LOCAL_MODEL_COST_MAP="True")
-    cmd = [*bench_pipeline.notarius_command(), "run", str(tree / SAMPLE)]
-    cmd += ["--config", str(tree / PROFILE), "--llm-profile", "test-double"]
-    cmd += ["--out", str(store.out), "--data", str(store.data)]
-    measured = bench_pipeline.run_process(
-        cmd, tree=tree, store=store, log=work / "run.log", env=env
-    )
+    env.update(LITELLM_LOCAL_MODEL_COST_MAP="True", **loopback_environ())
+    with responder_server(complete_responder) as server:
+        profile = loopback_profile_file(tree / PROFILE, work / "profile", server)
+        cmd = [*bench_pipeline.notarius_command(), "run", str(tree / SAMPLE)]
+        cmd += ["--config", str(profile)]
+        cmd += ["--out", str(store.out), "--data", str(store.data)]
+        measured = bench_pipeline.run_process(
+            cmd, tree=tree, store=store, log=work / "run.log", env=env
+        )
     counts = event_counts(store.home)
     return {**counts, "wall_s": round(measured.wall_s, 2), **measured.tree()}
 
@@ -116,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         "python": platform.python_version(),
         "tree": str(tree),
         "command": "notarius run samples/crd3-c2e001-slice.jsonl --config "
-        "configs/dnd-complete.yaml --llm-profile test-double (complete_responder)",
+        "configs/dnd-complete.yaml, its LLM profile the loopback double (complete_responder)",
         "repeats": rows,
         "summary": {
             key: summary(rows, key)

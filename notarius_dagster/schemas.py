@@ -12,7 +12,6 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 from notarius_dagster.engine.lanes import LANE_STAGES, LaneSpec
 from notarius_dagster.modules import registry
@@ -27,7 +26,7 @@ TABLE_BEGIN = (
 TABLE_END = "<!-- end of the lane table -->"
 
 
-def extra_schemas() -> dict[str, dict[str, Any]]:
+def extra_schemas() -> dict[str, dict[str, object]]:
     """Non-lane documents that carry a schema: the bundle's (registered by the engine), the
     campaign codex and its index (`campaign/model.py`), and the gold file and evaluation report
     (`engine/evaluation.py`)."""

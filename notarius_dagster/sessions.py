@@ -13,9 +13,17 @@ import shutil
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import NotRequired, TypedDict
 
-from dagster import AssetKey, AssetMaterialization, AssetRecordsFilter, DagsterInstance, RunsFilter
+from dagster import (
+    AssetKey,
+    AssetMaterialization,
+    AssetRecordsFilter,
+    DagsterInstance,
+    DagsterRun,
+    RunRecord,
+    RunsFilter,
+)
 
 from notarius_dagster.engine.bundle import remove_bundle
 from notarius_dagster.engine.transcripts import read_transcript, remove_transcript, store_transcript
@@ -37,14 +45,16 @@ def _iso(timestamp: float | None) -> str | None:
     return datetime.fromtimestamp(timestamp, UTC).isoformat(timespec="seconds")
 
 
-def session_runs(instance: DagsterInstance, session_id: str, limit: int | None = None) -> list[Any]:
+def session_runs(
+    instance: DagsterInstance, session_id: str, limit: int | None = None
+) -> list[RunRecord]:
     """The run records of one session, newest first."""
     return list(
         instance.get_run_records(filters=RunsFilter(tags={PARTITION_TAG: session_id}), limit=limit)
     )
 
 
-def runs_in_progress(instance: DagsterInstance, session_id: str) -> list[Any]:
+def runs_in_progress(instance: DagsterInstance, session_id: str) -> list[DagsterRun]:
     """The session's runs still queued or running (a dead `notarius run` leaves one STARTED)."""
     return [
         r.dagster_run
@@ -57,10 +67,29 @@ def is_session(instance: DagsterInstance, session_id: str) -> bool:
     return instance.has_dynamic_partition(SESSIONS_PARTITIONS, session_id)
 
 
-def session_rows(instance: DagsterInstance, store: StorePaths) -> list[dict[str, Any]]:
+class LastRun(TypedDict):
+    """A session's last run, as `notarius sessions list --json` prints it."""
+
+    run_id: str
+    status: str
+    at: str | None
+
+
+class SessionRow(TypedDict):
+    """One session, as `notarius sessions list --json` prints it."""
+
+    session_id: str
+    last_run: LastRun | None
+    bundle_materialized_at: str | None
+    bundle_published: bool
+    stale: NotRequired[list[str] | None]
+    """The assets whose code changed (None: unknown); the command adds it."""
+
+
+def session_rows(instance: DagsterInstance, store: StorePaths) -> list[SessionRow]:
     """One row per partition of `sessions`, in the order they were added: its last run, when
     its bundle was last materialized, and whether a bundle is published."""
-    rows = []
+    rows: list[SessionRow] = []
     for session_id in instance.get_dynamic_partitions(SESSIONS_PARTITIONS):
         runs = session_runs(instance, session_id, limit=1)
         last = runs[0] if runs else None

@@ -13,10 +13,9 @@ import importlib
 import json
 import threading
 from pathlib import Path
-from typing import Any
 
 from dagster import ConfigurableIOManager, InputContext, OutputContext
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, JsonValue, ValidationError
 
 from notarius_dagster.engine.errors import NotariusError
 from notarius_dagster.engine.failure_causes import cause_of, validation_problems
@@ -32,7 +31,7 @@ class _ValueCache:
     """Process-wide: (path, mtime_ns, size) -> the validated value."""
 
     def __init__(self) -> None:
-        self._values: dict[Path, tuple[tuple[int, int], Any]] = {}
+        self._values: dict[Path, tuple[tuple[int, int], object]] = {}
         self._lock = threading.Lock()
 
     @staticmethod
@@ -40,7 +39,7 @@ class _ValueCache:
         stat = path.stat()
         return stat.st_mtime_ns, stat.st_size
 
-    def get(self, path: Path) -> Any | None:
+    def get(self, path: Path) -> object | None:
         with self._lock:
             held = self._values.get(path)
         if held is None:
@@ -54,7 +53,7 @@ class _ValueCache:
         with self._lock:
             self._values.clear()
 
-    def put(self, path: Path, value: Any) -> None:
+    def put(self, path: Path, value: object) -> None:
         stamp = self._stamp(path)
         with self._lock:
             if len(self._values) >= _MAX_CACHED:
@@ -107,7 +106,7 @@ class JsonAssetIOManager(ConfigurableIOManager):
         partition = context.asset_partition_key if context.has_asset_partitions else "_"
         return session_values_folder(Path(self.root), partition) / f"{key}.json"
 
-    def handle_output(self, context: OutputContext, obj: Any) -> None:
+    def handle_output(self, context: OutputContext, obj: object) -> None:
         if obj is None:
             return
         if isinstance(obj, BaseModel):
@@ -127,7 +126,7 @@ class JsonAssetIOManager(ConfigurableIOManager):
         if _cached(context):
             VALUE_CACHE.put(path, obj)
 
-    def load_input(self, context: InputContext) -> Any:
+    def load_input(self, context: InputContext) -> object:
         path = self._path(context)
         if _cached(context):
             held = VALUE_CACHE.get(path)
@@ -138,13 +137,13 @@ class JsonAssetIOManager(ConfigurableIOManager):
             VALUE_CACHE.put(path, value)
         return value
 
-    def _read(self, context: InputContext, path: Path) -> Any:
+    def _read(self, context: InputContext, path: Path) -> BaseModel | JsonValue:
         """The stored value, validated again. Every error says what is wrong by field path and
         rule, never the value: a stored lane value holds transcript text, and the error goes
         to the event log."""
         what = _what(context)
         try:
-            stored = json.loads(path.read_text(encoding="utf-8"))
+            stored: JsonValue = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise StoredValueError(
                 f"the stored value of {what} is missing; materialize it again"

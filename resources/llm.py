@@ -18,7 +18,7 @@ import json
 import os
 from collections.abc import Iterator, Mapping, MutableMapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dagster import ConfigurableResource, EnvVar
 
@@ -74,7 +74,7 @@ def endpoint_variable(profile_name: str, public: str | None) -> str:
 
 
 def llm_resource(
-    profile: Mapping[str, Any], environ: MutableMapping[str, str] | None = None
+    profile: Mapping[str, object], environ: MutableMapping[str, str] | None = None
 ) -> LLMResource:
     """The `llm` resource of a resolved LLM profile. An endpoint without credentials or query
     is configured as is; one with them is written into `environ` (default this process's

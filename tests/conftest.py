@@ -15,6 +15,8 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 from notarius_dagster.engine.inputs import document_digest  # noqa: E402
 from notarius_dagster.engine.models import SourceDocument, SourceUnit  # noqa: E402
 from tests.browser import launched_chromium  # noqa: E402
+from tests.doubles import lane_responder  # noqa: E402
+from tests.llm_double import ResponderServer, install_profile, responder_server  # noqa: E402
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser
@@ -22,6 +24,12 @@ if TYPE_CHECKING:
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "data"
 """Real, openly licensed transcripts and wiki notes committed with the project (data/README.md)."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The LLM test double (tests/llm_double.py): its `test-double` LLM profile is known to
+    this process's lane registry; the product itself has no such profile."""
+    install_profile()
 
 
 def make_document(
@@ -65,6 +73,15 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pa
     monkeypatch.setenv("DAGSTER_HOME", str(home))
     monkeypatch.setenv("NOTARIUS_DATA", str(tmp_path / "data"))
     yield tmp_path
+
+
+@pytest.fixture(scope="session")
+def lane_loopback() -> Iterator[ResponderServer]:
+    """The LLM test double for processes a `scripted_llm` block cannot reach (`notarius run`
+    subprocesses, the Dagster servers): an OpenAI-compatible server on 127.0.0.1 answering
+    with `tests.doubles.lane_responder` (tests/llm_double.py: `loopback_profile_file`)."""
+    with responder_server(lane_responder) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")

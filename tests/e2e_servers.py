@@ -4,9 +4,12 @@
 loads the project pyproject.toml names, on 127.0.0.1 and a free port, in a temporary
 DAGSTER_HOME holding a copy of the repository's `configs/dagster.yaml`, with a temporary store
 and inbox.
-The model is the test double: NOTARIUS_LLM_PROFILE=test-double, and
-NOTARIUS_TEST_DOUBLE_RESPONDER names `tests.doubles:lane_responder`, which answers the calls of
-runs the daemon launches in its own processes (see notarius_dagster/llm/test_double.py).
+The model is the test double, reached the way a real OpenAI-compatible server is: the
+servers' profile (NOTARIUS_PROFILE) is a copy of `configs/offline.yaml` (or the test's own
+profile) whose LLM profile `loopback` is `openai/notarius-double` at a loopback server of this
+test process answering with `tests.doubles.lane_responder` (or the test's own responder), so the
+runs the daemon launches in its own processes call it through litellm's real OpenAI route
+(tests/llm_double.py: `ResponderServer`, `loopback_profile_file`).
 
 Use the fixture `dagster_servers` (session-scoped: one set of servers for all of them) after
 `pytest_plugins = ["tests.e2e_servers"]`. The servers are always stopped, by killing their
@@ -32,15 +35,13 @@ from typing import Any
 
 import pytest
 
+from tests.llm_double import ResponderServer, loopback_environ, loopback_profile_file
+
 REPO = Path(__file__).resolve().parent.parent
 VENV_BIN = REPO / ".venv" / "bin"
+OFFLINE = REPO / "configs" / "offline.yaml"
 START_TIMEOUT_S = 180.0
 RUN_TIMEOUT_S = 240.0
-
-# Imports the test double in the processes that use the LLM client (the code server and the
-# run and step workers), right after the client module is imported: those processes pay for
-# litellm anyway, and the webserver and daemon processes stay as fast to start as ever.
-
 
 _RUNS_QUERY = """
 query PartitionRuns($tags: [ExecutionTag!]) {
@@ -205,7 +206,10 @@ def _signal_group(process: subprocess.Popen[bytes], signum: signal.Signals) -> N
         os.killpg(process.pid, signum)  # the group started with the process (its own session)
 
 
-def server_environment(root: Path, home: Path, data: Path, inbox: Path) -> dict[str, str]:
+def server_environment(
+    root: Path, home: Path, data: Path, inbox: Path, profile: Path
+) -> dict[str, str]:
+    """The servers' environment; `profile` is the pipeline profile (naming its LLM profile)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NOTARIUS_", "DAGSTER_"))}
     python_path = [str(REPO)]
     if os.environ.get("PYTHONPATH"):
@@ -215,9 +219,8 @@ def server_environment(root: Path, home: Path, data: Path, inbox: Path) -> dict[
             "DAGSTER_HOME": str(home),
             "NOTARIUS_DATA": str(data),
             "NOTARIUS_INBOX": str(inbox),
-            "NOTARIUS_PROFILE": str(REPO / "configs" / "offline.yaml"),
-            "NOTARIUS_LLM_PROFILE": "test-double",
-            "NOTARIUS_TEST_DOUBLE_RESPONDER": "tests.doubles:lane_responder",
+            "NOTARIUS_PROFILE": str(profile),
+            **loopback_environ(),
             "NOTARIUS_INBOX_INTERVAL": "1",
             "NOTARIUS_INBOX_SETTLE_SECONDS": "1",
             # Off unless a test turns it on (its default is on): a test that clicks or drops a
@@ -233,13 +236,19 @@ def server_environment(root: Path, home: Path, data: Path, inbox: Path) -> dict[
 
 
 def start_servers(
-    root: Path, timeout_s: float = START_TIMEOUT_S, env: dict[str, str] | None = None
+    root: Path,
+    loopback: ResponderServer,
+    timeout_s: float = START_TIMEOUT_S,
+    env: dict[str, str] | None = None,
+    profile: Path = OFFLINE,
 ) -> DagsterServers:
-    """Start `dagster dev` under `root` and wait until its code location has loaded; `env`
-    adds to (or replaces) the servers' environment (a test's own profile, automation on)."""
+    """Start `dagster dev` under `root` and wait until its code location has loaded. Its
+    profile is a copy of `profile` whose LLM profile calls `loopback`; `env` adds to (or
+    replaces) the servers' environment (automation on, ...)."""
     home, data, inbox = root / "dagster-home", root / "data", root / "inbox"
     for folder in (home, data, inbox):
         folder.mkdir(parents=True, exist_ok=True)
+    served = loopback_profile_file(profile, root / "profile", loopback)
     shutil.copyfile(REPO / "configs" / "dagster.yaml", home / "dagster.yaml")
     port = free_port()
     log_path = root / "dagster-dev.log"
@@ -249,7 +258,7 @@ def start_servers(
             [str(VENV_BIN / "dg"), "dev", "--host", "127.0.0.1", "--port", str(port)],
             cwd=REPO,
             env={
-                **server_environment(root, home, data, inbox),
+                **server_environment(root, home, data, inbox, served),
                 "VIRTUAL_ENV": str(VENV_BIN.parent),
                 **(env or {}),
             },
@@ -304,8 +313,10 @@ def _wait_until_loaded(servers: DagsterServers, timeout_s: float) -> None:
 
 
 @pytest.fixture(scope="session")
-def dagster_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DagsterServers]:
-    servers = start_servers(tmp_path_factory.mktemp("dagster-e2e"))
+def dagster_servers(
+    tmp_path_factory: pytest.TempPathFactory, lane_loopback: ResponderServer
+) -> Iterator[DagsterServers]:
+    servers = start_servers(tmp_path_factory.mktemp("dagster-e2e"), lane_loopback)
     try:
         yield servers
     finally:

@@ -3,7 +3,7 @@
 `complete_responder(messages, response_format)` answers any lane's prompt: it recognises the
 lane by a phrase of the prompt's system text and computes the answer from the `[id] Speaker:
 text` lines of the user message with fixed keyword rules, so the same prompt always gets the
-same answer. Use it with `notarius_dagster.llm.test_double.scripted_llm` (litellm's real call
+same answer. Use it with `tests.llm_double.scripted_llm` (litellm's real call
 path), or through `RecordingClient`, the unit-test boundary for `run_lane`: a structured
 client that counts calls and records every request it received."""
 

@@ -663,8 +663,23 @@ class ProviderServer:
             return self.fault_reply(Fault("schema_refusal"), body, key)
         if self.latency_s:
             time.sleep(self.latency_s)
-        # The double follows the schema it was given (the enforcing slot, else one the
-        # provider ignores but the model reads, as OpenAI's non-strict mode; else the prompt).
+        text = self.answer_text(ex, inspection, body)
+        ex.completion_tokens = estimate_tokens(text)
+        truncated = (
+            inspection.max_tokens is not None and ex.completion_tokens > inspection.max_tokens
+        )
+        if truncated:
+            assert inspection.max_tokens is not None
+            text = text[: inspection.max_tokens * 4]
+            ex.completion_tokens = inspection.max_tokens
+        ex.prompt_tokens = estimate_tokens(inspection.cache_text)
+        self.count_cache(ex, inspection)
+        return self.success(ex, inspection, text, truncated)
+
+    def answer_text(self, ex: Exchange, inspection: Inspection, body: Mapping[str, Any]) -> str:
+        """The answer's text (also kept as `ex.answer`). The double follows the schema it was
+        given (the enforcing slot, else one the provider ignores but the model reads, as
+        OpenAI's non-strict mode; else the prompt)."""
         schema = inspection.schema or embedded_schema(inspection.texts)
         lines = transcript_lines(inspection.texts)
         if inspection.context_tokens is not None:
@@ -681,18 +696,7 @@ class ProviderServer:
             )
             answer = double.answer()
         ex.answer = answer
-        text = json.dumps(answer, ensure_ascii=False)
-        ex.completion_tokens = estimate_tokens(text)
-        truncated = (
-            inspection.max_tokens is not None and ex.completion_tokens > inspection.max_tokens
-        )
-        if truncated:
-            assert inspection.max_tokens is not None
-            text = text[: inspection.max_tokens * 4]
-            ex.completion_tokens = inspection.max_tokens
-        ex.prompt_tokens = estimate_tokens(inspection.cache_text)
-        self.count_cache(ex, inspection)
-        return self.success(ex, inspection, text, truncated)
+        return json.dumps(answer, ensure_ascii=False)
 
     def _within_context(self, inspection: Inspection, lines: list[Line]) -> tuple[list[Line], bool]:
         """Ollama truncates a prompt longer than its context window (docs: OLLAMA_CONTEXT):

@@ -23,11 +23,11 @@ from assets.metadata import PREVIEW_CELL_CHARS, preview_table
 from notarius_dagster.engine.errors import NotariusError
 from notarius_dagster.engine.lane_runner import LaneResult, LaneStats
 from notarius_dagster.engine.transcripts import register_transcript
-from notarius_dagster.llm.test_double import scripted_llm
 from notarius_dagster.modules import registry
 from notarius_dagster.run.runner import run_session
 from tests.conftest import make_document
 from tests.doubles import lane_responder
+from tests.llm_double import scripted_llm
 
 NPC_KIND = registry().kind("dnd/npc-list")
 REPO = Path(__file__).resolve().parent.parent

@@ -24,9 +24,9 @@ from notarius_dagster.engine.lane_runner import LaneResult
 from notarius_dagster.engine.llm_contract import LLMUsage
 from notarius_dagster.engine.models import Rejection, RunWarning
 from notarius_dagster.engine.outcome import manifest_outcome
-from notarius_dagster.llm.test_double import scripted_llm
 from notarius_dagster.settings import BUNDLE_BASE_URL_ENV
 from tests.doubles import lane_responder
+from tests.llm_double import scripted_llm
 from tests.run_definitions import build_run_definitions
 from tests.test_dagster_materialization import REPO, SAMPLE, materialize
 

@@ -22,12 +22,12 @@ from dagster import (
 from assets.campaign import CODEX_ASSET, CODEX_SENSOR, codex_decision
 from notarius_dagster.engine.bundle import remove_bundle
 from notarius_dagster.engine.transcripts import register_transcript
-from notarius_dagster.llm.test_double import scripted_llm
 from notarius_dagster.run.definitions import definitions_for, run_pipeline
 from notarius_dagster.run.runner import run_session, run_settings
 from resources.bundle_store import BundleStore
 from tests.campaign_sessions import PROFILE, SESSIONS
 from tests.lane_doubles import complete_responder
+from tests.llm_double import scripted_llm
 
 REPO = Path(__file__).resolve().parent.parent
 

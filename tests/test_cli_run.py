@@ -1,6 +1,7 @@
 """`notarius run` as a person uses it: the installed console script in its own process, with
 progress on stderr, a summary on stdout, and a clear message and non-zero exit on failure.
-The model is the test double, loaded in that process through NOTARIUS_TEST_DOUBLE_RESPONDER."""
+The model is the test double, reached from that process through litellm's OpenAI route: the
+loopback server `lane_loopback` (tests/llm_double.py) named by a copy of configs/offline.yaml."""
 
 from __future__ import annotations
 
@@ -13,24 +14,35 @@ from pathlib import Path
 
 import pytest
 
+from tests.llm_double import ResponderServer, loopback_environ, loopback_profile_file
+
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "samples" / "crd3-c2e001-slice.jsonl"
+OFFLINE = REPO / "configs" / "offline.yaml"
 NOTARIUS = Path(sys.executable).with_name("notarius")
 
 
+def offline_answered_by(tmp_path: Path, server: ResponderServer) -> Path:
+    """The file `run_args` names: configs/offline.yaml whose LLM profile `loopback` is the test
+    double's server `server`."""
+    return loopback_profile_file(OFFLINE, tmp_path / "profile", server)
+
+
+@pytest.fixture(autouse=True)
+def offline_with_the_double(tmp_path: Path, lane_loopback: ResponderServer) -> Path:
+    return offline_answered_by(tmp_path, lane_loopback)
+
+
 def notarius(
-    tmp_path: Path,
-    *args: str,
-    responder: str = "tests.doubles:lane_responder",
-    environ: dict[str, str] | None = None,
+    tmp_path: Path, *args: str, environ: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NOTARIUS_", "DAGSTER_"))}
     env.update(
         {
             "DAGSTER_HOME": str(tmp_path / "home"),
             "PYTHONPATH": str(REPO),
-            "NOTARIUS_TEST_DOUBLE_RESPONDER": responder,
             "COLUMNS": "160",
+            **loopback_environ(),
             **(environ or {}),
         }
     )
@@ -51,13 +63,13 @@ def run_args(tmp_path: Path, transcript: Path, *extra: str) -> list[str]:
         "run",
         str(transcript),
         "--config",
-        str(REPO / "configs" / "offline.yaml"),
+        str(tmp_path / "profile" / OFFLINE.name),
         "--out",
         str(tmp_path / "bundles"),
         "--data",
         str(tmp_path / "data"),
         "--llm-profile",
-        "test-double",
+        "loopback",
         *extra,
     ]
 
@@ -105,9 +117,9 @@ def test_run_takes_the_profile_and_the_store_from_the_environment_like_backfill(
     tmp_path: Path,
 ) -> None:
     environ = {
-        "NOTARIUS_PROFILE": str(REPO / "configs" / "offline.yaml"),
+        "NOTARIUS_PROFILE": str(tmp_path / "profile" / OFFLINE.name),
         "NOTARIUS_DATA": str(tmp_path / "data"),
-        "NOTARIUS_LLM_PROFILE": "test-double",
+        "NOTARIUS_LLM_PROFILE": "loopback",
     }
     done = notarius(tmp_path, "run", str(SAMPLE), "--session-id", "env", environ=environ)
     assert done.returncode == 0, done.stderr
@@ -244,8 +256,8 @@ def _run_marked(tmp_path: Path, mark: str) -> tuple[subprocess.Popen[bytes], set
         {
             "DAGSTER_HOME": str(tmp_path / "home"),
             "PYTHONPATH": str(REPO),
-            "NOTARIUS_TEST_DOUBLE_RESPONDER": "tests.doubles:lane_responder",
             "NOTARIUS_TEST_PROCESS_MARK": mark,
+            **loopback_environ(),
         }
     )
     (tmp_path / "home").mkdir(exist_ok=True)

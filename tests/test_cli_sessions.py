@@ -12,11 +12,11 @@ from dagster import AssetCheckKey, AssetKey, DagsterInstance, DagsterRun, Dagste
 
 from notarius_dagster.cli.main import ensure_dagster_home, main
 from notarius_dagster.engine.transcripts import register_transcript
-from notarius_dagster.llm.test_double import scripted_llm
 from notarius_dagster.run.runner import run_session
 from notarius_dagster.sessions import delete_session, runs_in_progress, session_rows
 from notarius_dagster.settings import store_paths
 from tests.doubles import lane_responder
+from tests.llm_double import scripted_llm
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "samples" / "crd3-c2e001-slice.jsonl"

@@ -13,10 +13,10 @@ from dagster import DagsterInstance
 from notarius_dagster.engine.inputs import parse_transcript
 from notarius_dagster.engine.transcripts import register_transcript
 from notarius_dagster.engine.validators import ref_problems, schema_problems
-from notarius_dagster.llm.test_double import scripted_llm
 from notarius_dagster.modules import registry
 from notarius_dagster.run.runner import run_session
 from tests.lane_doubles import complete_responder
+from tests.llm_double import scripted_llm
 
 REPO = Path(__file__).resolve().parent.parent
 SESSIONS = REPO / "data" / "sessions"

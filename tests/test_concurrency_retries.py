@@ -29,14 +29,14 @@ from notarius_dagster.engine.models import Chunk, SourceDocument
 from notarius_dagster.engine.resolution import ResolvedLane, resolve_profile_file
 from notarius_dagster.engine.transcripts import register_transcript
 from notarius_dagster.llm.client import LiteLLMClient, TransientLLMError
-from notarius_dagster.llm.test_double import (
+from notarius_dagster.modules import registry
+from notarius_dagster.run.runner import run_session
+from tests.doubles import npc_answer, units_in
+from tests.llm_double import (
     double_profile,
     provider_error_of,
     scripted_llm,
 )
-from notarius_dagster.modules import registry
-from notarius_dagster.run.runner import run_session
-from tests.doubles import npc_answer, units_in
 from tests.run_definitions import build_run_definitions
 
 REPO = Path(__file__).resolve().parent.parent

@@ -28,6 +28,8 @@ from dagster import AssetRecordsFilter, DagsterInstance
 
 from notarius_dagster.dnd.npcs.lane import LANE as NPCS
 from tests.e2e_servers import REPO, VENV_BIN, DagsterServers, start_servers
+from tests.lane_doubles import complete_responder
+from tests.llm_double import responder_server
 
 SESSION = "e2e-auto"
 SAMPLE = REPO / "samples" / "crd3-c2e001-slice.jsonl"
@@ -80,21 +82,22 @@ def automated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Dagste
     python_path = os.pathsep.join(
         [str(hook), str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]
     )
-    servers = start_servers(
-        root,
-        env={
-            "NOTARIUS_PROFILE": str(COMPLETE),
-            "NOTARIUS_TEST_DOUBLE_RESPONDER": "tests.lane_doubles:complete_responder",
-            "NOTARIUS_AUTOMATION": "running",
-            "NOTARIUS_AUTOMATION_INTERVAL": str(INTERVAL_S),
-            "NOTARIUS_E2E_PROMPT_OVERRIDE": f"{NPCS.kind}={prompt}",
-            "PYTHONPATH": python_path,
-        },
-    )
-    try:
-        yield servers, prompt
-    finally:
-        servers.stop()
+    with responder_server(complete_responder) as loopback:
+        servers = start_servers(
+            root,
+            loopback,
+            profile=COMPLETE,
+            env={
+                "NOTARIUS_AUTOMATION": "running",
+                "NOTARIUS_AUTOMATION_INTERVAL": str(INTERVAL_S),
+                "NOTARIUS_E2E_PROMPT_OVERRIDE": f"{NPCS.kind}={prompt}",
+                "PYTHONPATH": python_path,
+            },
+        )
+        try:
+            yield servers, prompt
+        finally:
+            servers.stop()
 
 
 def wait_until(servers: DagsterServers, what: str, done: Callable[[], bool]) -> None:

@@ -1,22 +1,18 @@
 """End to end, as a person uses it: the real webserver and daemon (`dagster dev`), a transcript
 dropped into the inbox, the sensor's run, the published bundle; then an edited copy and a
-second run of the same session. The model is the test double, answering from another process
-through NOTARIUS_TEST_DOUBLE_RESPONDER (whose contract the two fast tests below pin down)."""
+second run of the same session. The model is the test double, answering the daemon's runs from
+a loopback OpenAI-compatible server of this process (tests/e2e_servers.py; the route's contract
+is pinned down by the fast tests of tests/test_llm_double.py)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-
-from notarius_dagster.llm import test_double
-from notarius_dagster.llm._litellm import litellm
-from notarius_dagster.llm.test_double import replay, scripted_llm
 
 if TYPE_CHECKING:
     from tests.e2e_servers import DagsterServers
@@ -78,58 +74,3 @@ def test_a_dropped_transcript_is_published_and_an_edited_copy_runs_again(
     assert edited["source"]["digest"] != manifest["source"]["digest"]
     assert "Gustav" in {npc["name"] for npc in read_json(bundle / "lanes" / "npcs.json")["npcs"]}
     assert len(servers.runs_of(SESSION)) == 2  # the unchanged file asked for nothing more
-
-
-# The contract the end-to-end test relies on: the test double's opt-in default responder.
-
-NPC_PROMPT = [
-    {"role": "system", "content": "You read a transcript."},
-    {"role": "user", "content": "[7] MATT: Gustav waves.\n\nList the non-player characters."},
-]
-
-
-def answer(messages: list[dict[str, str]]) -> str:
-    response = litellm.completion(
-        model=f"{test_double.DOUBLE_PROVIDER}/scripted", messages=messages
-    )
-    return str(response.choices[0].message.content)
-
-
-@pytest.fixture
-def responder_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
-    """Sets NOTARIUS_TEST_DOUBLE_RESPONDER as the servers' environment does; afterwards the
-    variable is gone and the default responder with it."""
-    yield monkeypatch
-    monkeypatch.delenv(test_double.RESPONDER_ENV, raising=False)
-    test_double.register_double()
-    assert test_double.default_double() is None
-
-
-def test_the_default_responder_answers_calls_made_outside_any_block(
-    responder_env: pytest.MonkeyPatch,
-) -> None:
-    responder_env.setenv(test_double.RESPONDER_ENV, "tests.doubles:lane_responder")
-    test_double.register_double()
-    assert json.loads(answer(NPC_PROMPT))["npcs"][0]["name"] == "Gustav"
-    with scripted_llm(replay('{"npcs": []}')) as block:  # an open block still answers first
-        assert answer(NPC_PROMPT) == '{"npcs": []}'
-    default = test_double.default_double()
-    assert default is not None and len(default.calls) == 1 and len(block.calls) == 1
-
-
-def test_without_the_variable_a_call_outside_a_block_fails_loudly(
-    responder_env: pytest.MonkeyPatch,
-) -> None:
-    responder_env.delenv(test_double.RESPONDER_ENV, raising=False)
-    test_double.register_double()
-    with pytest.raises(Exception, match="no test double is active"):
-        answer(NPC_PROMPT)
-
-
-def test_a_malformed_responder_variable_fails_loudly(responder_env: pytest.MonkeyPatch) -> None:
-    responder_env.setenv(test_double.RESPONDER_ENV, "tests.doubles.lane_responder")
-    with pytest.raises(ValueError, match="module:function"):
-        test_double.register_double()
-    responder_env.setenv(test_double.RESPONDER_ENV, "tests.doubles:no_such_responder")
-    with pytest.raises(AttributeError):
-        test_double.register_double()

@@ -15,11 +15,11 @@ from dagster import DagsterInstance
 
 from notarius_dagster.engine.evaluation import EvaluationReport, evaluate
 from notarius_dagster.engine.transcripts import register_transcript
-from notarius_dagster.llm.test_double import scripted_llm
 from notarius_dagster.modules import registry
 from notarius_dagster.run.runner import run_session
 from tests.conftest import DATA, REPO
 from tests.lane_doubles import complete_responder
+from tests.llm_double import scripted_llm
 
 MATCH_FIELDS = registry().match_fields()
 """What the scorer matches each D&D lane on: the `gold_match` every lane declares."""

@@ -17,12 +17,12 @@ from dagster._core.events import DagsterEventType
 from assets.quality import CHECK_NAME, NO_GOLD, quality_check_spec, quality_metadata
 from notarius_dagster.engine.evaluation import evaluate
 from notarius_dagster.engine.transcripts import register_transcript
-from notarius_dagster.llm.test_double import scripted_llm
 from notarius_dagster.modules import registry
 from notarius_dagster.run.runner import run_session
 from notarius_dagster.store import gold_file
 from tests.conftest import DATA, REPO
 from tests.lane_doubles import complete_responder
+from tests.llm_double import scripted_llm
 
 MATCH_FIELDS = registry().match_fields()
 """What the scorer matches each D&D lane on: the `gold_match` every lane declares."""

@@ -797,9 +797,9 @@ def test_enabled_profile_publishes_evidence_through_the_asset_job(tmp_path: Path
     import yaml
 
     from notarius_dagster.engine.transcripts import register_transcript
-    from notarius_dagster.llm.test_double import scripted_llm
     from notarius_dagster.run.runner import run_session
     from tests.doubles import lane_responder
+    from tests.llm_double import scripted_llm
 
     sample = REPO / "samples" / "crd3-c2e001-slice.jsonl"
     data = yaml.safe_load((REPO / "configs" / "offline.yaml").read_text())

@@ -18,10 +18,10 @@ import assets.factory as factory
 import notarius_dagster.engine.bundle as bundle_module
 from notarius_dagster.dnd.npcs.modules import NpcMerger
 from notarius_dagster.engine.transcripts import register_transcript
-from notarius_dagster.llm.test_double import scripted_llm
 from notarius_dagster.run.runner import RunOutcome, run_session
 from tests.doubles import lane_responder
 from tests.fake_provider import KEY_ENV, FakeProvider, profile_for
+from tests.llm_double import scripted_llm
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "samples" / "crd3-c2e001-slice.jsonl"

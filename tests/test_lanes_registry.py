@@ -23,11 +23,11 @@ from notarius_dagster.engine.registry import LaneRegistry
 from notarius_dagster.engine.resolution import resolve_profile_file
 from notarius_dagster.engine.validators import schema_problems
 from notarius_dagster.llm.client import LiteLLMClient
-from notarius_dagster.llm.test_double import double_profile, scripted_llm
 from notarius_dagster.modules import registry
 from notarius_dagster.schemas import generated, lane_table, lanes_doc, stale_docs
 from notarius_dagster.settings import REPO_ROOT
 from tests.conftest import make_document
+from tests.llm_double import double_profile, scripted_llm
 
 DND = REPO_ROOT / "notarius_dagster" / "dnd"
 

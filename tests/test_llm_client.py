@@ -16,13 +16,13 @@ from notarius_dagster.llm.client import LiteLLMClient, TransientLLMError
 from notarius_dagster.llm.families import family_of
 from notarius_dagster.llm.profiles import LLMProfile, offline_profile
 from notarius_dagster.llm.structured import choose_rung, prompt_schema
-from notarius_dagster.llm.test_double import (
+from notarius_dagster.settings import api_key
+from tests.llm_double import (
     double_profile,
     provider_error_of,
     replay,
     scripted_llm,
 )
-from notarius_dagster.settings import api_key
 
 # Stands for transcript text: it must never surface in an error or a re-ask.
 SECRET = "the vault code is swordfish"

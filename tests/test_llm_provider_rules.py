@@ -38,7 +38,7 @@ from notarius_dagster.llm.schema_forms import (
     openai_strict_form,
     strip_added_nulls,
 )
-from notarius_dagster.llm.test_double import double_profile, provider_error_of, scripted_llm
+from tests.llm_double import double_profile, provider_error_of, scripted_llm
 
 NPC_SCHEMA: dict[str, Any] = NPCS.answer_model.model_json_schema()
 REFUSAL = (

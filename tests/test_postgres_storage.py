@@ -29,9 +29,9 @@ from dagster import (
 
 from notarius_dagster.cli.main import main
 from notarius_dagster.engine.transcripts import register_transcript
-from notarius_dagster.llm.test_double import scripted_llm
 from notarius_dagster.run.runner import run_session
 from tests.doubles import lane_responder
+from tests.llm_double import scripted_llm
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 

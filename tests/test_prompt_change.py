@@ -16,9 +16,9 @@ from dagster import AssetKey, DagsterInstance
 from notarius_dagster.cli.backfill import stale_backfill
 from notarius_dagster.dnd.npcs.lane import LANE as NPCS
 from notarius_dagster.engine.transcripts import register_transcript
-from notarius_dagster.llm.test_double import scripted_llm
 from notarius_dagster.run.runner import run_session
 from notarius_dagster.settings import store_paths
+from tests.llm_double import scripted_llm
 from tests.run_definitions import build_run_definitions
 
 REPO = Path(__file__).resolve().parent.parent

@@ -19,7 +19,8 @@ from notarius_dagster.engine.publish_policy import (
     check_publish_policy,
 )
 from tests.lane_doubles import complete_pipeline
-from tests.test_cli_run import SAMPLE, notarius, run_args
+from tests.llm_double import ResponderServer, responder_server
+from tests.test_cli_run import SAMPLE, notarius, offline_answered_by, run_args
 
 EMPTY = {"kind": "dnd/npc-list", "schema_version": "v1", "source_id": "s1", "npcs": []}
 
@@ -80,7 +81,10 @@ def test_the_policy_is_read_from_the_profile() -> None:
         )
 
 
-def test_a_run_below_the_policy_fails_and_the_previous_bundle_stays(tmp_path: Path) -> None:
+def test_a_run_below_the_policy_fails_and_the_previous_bundle_stays(
+    tmp_path: Path, lane_loopback: ResponderServer
+) -> None:
+    offline_answered_by(tmp_path, lane_loopback)
     good = notarius(tmp_path, *run_args(tmp_path, SAMPLE, "--session-id", "kept"))
     assert good.returncode == 0, good.stderr
     bundle = tmp_path / "bundles" / "kept"
@@ -96,7 +100,9 @@ def test_a_run_below_the_policy_fails_and_the_previous_bundle_stays(tmp_path: Pa
     edited.write_text("\n".join([*lines[:-1], json.dumps(last)]) + "\n", encoding="utf-8")
     args = run_args(tmp_path, edited, "--session-id", "kept")
     args[args.index("--data") + 1] = str(tmp_path / "fresh-data")
-    bad = notarius(tmp_path, *args, responder="tests.test_publish_policy:answers_garbage")
+    with responder_server(answers_garbage) as garbage:
+        offline_answered_by(tmp_path, garbage)
+        bad = notarius(tmp_path, *args)
     assert bad.returncode != 0
     assert "lane 'npcs': 0 of 8 chunk(s) accepted" in bad.stderr
     assert "min_accepted_chunk_share" in bad.stderr and "Traceback" not in bad.stderr

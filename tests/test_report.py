@@ -759,9 +759,9 @@ def build_sample_bundle(root: Path) -> SampleBundle:
     import yaml
 
     from notarius_dagster.engine.transcripts import register_transcript
-    from notarius_dagster.llm.test_double import scripted_llm
     from notarius_dagster.run.runner import run_session
     from tests.lane_doubles import complete_responder
+    from tests.llm_double import scripted_llm
 
     data = yaml.safe_load((REPO / "configs" / "dnd-complete-sample.yaml").read_text())
     roster = REPO / "configs" / "rosters" / "sample.yaml"

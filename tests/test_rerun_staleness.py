@@ -11,9 +11,9 @@ from typing import Any
 from dagster import DagsterInstance
 
 from notarius_dagster.engine.transcripts import register_transcript
-from notarius_dagster.llm.test_double import scripted_llm
 from notarius_dagster.run.runner import RunOutcome, run_session
 from tests.doubles import lane_responder
+from tests.llm_double import scripted_llm
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "samples" / "crd3-c2e001-slice.jsonl"

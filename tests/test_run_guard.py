@@ -19,6 +19,7 @@ from dagster import DagsterEventType, DagsterInstance, DagsterRunStatus
 
 from notarius_dagster.run_guard import CLI_HOST_TAG, CLI_PID_TAG, SESSION_TAG
 from tests.fake_provider import KEY_ENV, FakeProvider, profile_for
+from tests.llm_double import ResponderServer, loopback_environ, loopback_profile_file
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "samples" / "crd3-c2e001-slice.jsonl"
@@ -38,8 +39,8 @@ def env_for(tmp_path: Path) -> dict[str, str]:
         {
             "DAGSTER_HOME": str(tmp_path / "home"),
             "PYTHONPATH": str(REPO),
-            "NOTARIUS_TEST_DOUBLE_RESPONDER": "tests.doubles:lane_responder",
             KEY_ENV: "sk-test-not-a-key",
+            **loopback_environ(),
             "COLUMNS": "160",
         }
     )
@@ -66,9 +67,10 @@ def run_args(tmp_path: Path, config: Path, *extra: str) -> list[str]:
 def run_with_the_double(
     tmp_path: Path, cfg: Path, env: dict[str, str]
 ) -> subprocess.CompletedProcess[str]:
-    """`notarius run` of session s1 to its end, answered by the test double."""
+    """`notarius run` of session s1 to its end, answered by the test double (the LLM profile
+    `loopback`, which `cfg` must define: `loopback_profile_file`)."""
     return subprocess.run(
-        run_args(tmp_path, cfg, "--llm-profile", "test-double"),
+        run_args(tmp_path, cfg, "--llm-profile", "loopback"),
         cwd=tmp_path,
         env=env,
         capture_output=True,
@@ -91,12 +93,13 @@ def hanging_profile(tmp_path: Path, api_base: str, timeout_s: int = 90) -> Path:
 
 @pytest.mark.timeout(400)
 def test_a_second_cli_run_is_refused_and_a_killed_one_is_failed_by_the_next(
-    tmp_path: Path, provider: FakeProvider
+    tmp_path: Path, provider: FakeProvider, lane_loopback: ResponderServer
 ) -> None:
     (tmp_path / "home").mkdir()
     shutil.copy(REPO / "configs" / "dagster.yaml", tmp_path / "home" / "dagster.yaml")
     env = env_for(tmp_path)
     cfg = hanging_profile(tmp_path, provider.api_base)
+    loopback_profile_file(cfg, cfg.parent, lane_loopback, select=False)
     first = subprocess.Popen(
         run_args(tmp_path, cfg),
         cwd=tmp_path,

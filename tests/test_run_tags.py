@@ -19,11 +19,11 @@ from assets.jobs import SESSION_JOB_NAME
 from assets.run_tags import MODEL_TAG, PROFILE_DIGEST_TAG, PROFILE_TAG, SESSION_TAG
 from assets.sensors import INBOX_SENSOR_NAME
 from notarius_dagster.engine.transcripts import register_transcript
-from notarius_dagster.llm.test_double import scripted_llm
 from notarius_dagster.modules import registry
 from notarius_dagster.run.definitions import resolve_settings_pipeline
 from notarius_dagster.run.runner import run_session, run_settings
 from tests.doubles import lane_responder
+from tests.llm_double import scripted_llm
 from tests.run_definitions import build_run_definitions
 
 REPO = Path(__file__).resolve().parent.parent

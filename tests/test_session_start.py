@@ -24,6 +24,7 @@ from notarius_dagster.engine.inputs import parse_transcript
 from notarius_dagster.sessions import add_session
 from notarius_dagster.settings import store_paths
 from tests.fake_provider import KEY_ENV, FakeProvider, profile_for
+from tests.llm_double import ResponderServer, loopback_environ, loopback_profile_file
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "samples" / "crd3-c2e001-slice.jsonl"
@@ -36,8 +37,8 @@ def env_for(tmp_path: Path) -> dict[str, str]:
     env |= {
         "DAGSTER_HOME": str(tmp_path / "home"),
         "PYTHONPATH": str(REPO),
-        "NOTARIUS_TEST_DOUBLE_RESPONDER": "tests.doubles:lane_responder",
         KEY_ENV: "sk-test-not-a-key",
+        **loopback_environ(),
         "COLUMNS": "200",
     }
     return env
@@ -125,21 +126,22 @@ def test_two_starts_of_one_session_give_one_run_and_one_refusal(tmp_path: Path) 
 
 
 @pytest.mark.timeout(600)
-def test_first_commands_at_once_on_a_fresh_instance_all_succeed(tmp_path: Path) -> None:
+def test_first_commands_at_once_on_a_fresh_instance_all_succeed(
+    tmp_path: Path, lane_loopback: ResponderServer
+) -> None:
     """Three `notarius run` of different sessions and a `sessions list`, all started at once
     on a DAGSTER_HOME that holds nothing yet: the instance is created once, under a lock, by
     whichever comes first (not `table runs already exists` for the others)."""
     (tmp_path / "home").mkdir()
     data = str(tmp_path / "data")
+    config = loopback_profile_file(OFFLINE, tmp_path / "profile", lane_loopback)
     runs = [
         start(
             tmp_path,
             "run",
             str(units(tmp_path / f"s{n}.jsonl", 20)),
             "--config",
-            str(OFFLINE),
-            "--llm-profile",
-            "test-double",
+            str(config),
             "--data",
             data,
             "--out",

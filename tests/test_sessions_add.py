@@ -11,8 +11,8 @@ from dagster import AssetKey, DagsterInstance
 from assets.factory import missing_transcript_message
 from assets.jobs import SESSION_JOB_NAME
 from notarius_dagster.cli.main import ensure_dagster_home, main
-from notarius_dagster.llm.test_double import scripted_llm
 from tests.doubles import lane_responder
+from tests.llm_double import scripted_llm
 from tests.run_definitions import build_run_definitions
 
 REPO = Path(__file__).resolve().parent.parent

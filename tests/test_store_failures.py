@@ -27,11 +27,16 @@ from dagster import AssetKey, DagsterInstance, build_output_context
 
 from notarius_dagster.engine.bundle import VERSIONS_DIR, publish_bundle
 from notarius_dagster.engine.transcripts import register_transcript
-from notarius_dagster.llm.test_double import scripted_llm
 from notarius_dagster.run.runner import run_session
 from resources.io_managers import JsonAssetIOManager
 from tests.conftest import make_document
 from tests.doubles import lane_responder
+from tests.llm_double import (
+    ResponderServer,
+    loopback_environ,
+    loopback_profile_file,
+    scripted_llm,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "samples" / "crd3-c2e001-slice.jsonl"
@@ -111,15 +116,18 @@ def test_a_stored_value_of_the_wrong_type_is_reported_without_its_content(
 
 
 @needs_tmpfs
-def test_a_full_transcript_store_is_named_and_nothing_is_left(tmp_path: Path) -> None:
+def test_a_full_transcript_store_is_named_and_nothing_is_left(
+    tmp_path: Path, lane_loopback: ResponderServer
+) -> None:
     big = tmp_path / "big.jsonl"
     line = json.dumps({"speaker": "DM", "text": "x" * 400}) + "\n"
     big.write_text(line * 400)  # 170 KB into a 64 KiB store
     store = tmp_path / "data" / "transcripts"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NOTARIUS_", "DAGSTER_"))}
-    env |= {"DAGSTER_HOME": str(tmp_path / "home"), "PYTHONPATH": str(REPO)}
-    command = [str(NOTARIUS), "run", str(big), "--config", str(OFFLINE)]
-    command += ["--llm-profile", "test-double", "--data", str(tmp_path / "data")]
+    env |= {"DAGSTER_HOME": str(tmp_path / "home"), "PYTHONPATH": str(REPO), **loopback_environ()}
+    config = loopback_profile_file(OFFLINE, tmp_path / "profile", lane_loopback)
+    command = [str(NOTARIUS), "run", str(big), "--config", str(config)]
+    command += ["--data", str(tmp_path / "data")]
     command += ["--out", str(tmp_path / "data" / "bundles")]
     check = "; ".join(
         [

@@ -16,11 +16,11 @@ import yaml
 from dagster import AssetKey, DagsterInstance
 
 from notarius_dagster.engine.transcripts import register_transcript
-from notarius_dagster.llm.test_double import scripted_llm
 from notarius_dagster.modules import registry
 from notarius_dagster.report import report_path
 from notarius_dagster.run.runner import run_session
 from tests.doubles import units_in
+from tests.llm_double import scripted_llm
 from tests.run_definitions import build_run_definitions
 
 LANE_PY = '''

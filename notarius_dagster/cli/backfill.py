@@ -14,17 +14,21 @@ import contextlib
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TextIO
 
 from notarius_dagster.cli.common import EXIT_FAILED, EXIT_OK, ensure_dagster_home
 
 if TYPE_CHECKING:
+    from dagster import DagsterInstance, Definitions
+
+    from notarius_dagster.cli.common import Subcommands
     from notarius_dagster.engine.bundle_documents import Manifest
+    from notarius_dagster.store import StorePaths
 
 STALE_RERUN_TAG = "notarius/stale-rerun"
 
 
-def add_backfill_parser(sub: Any) -> None:
+def add_backfill_parser(sub: Subcommands) -> None:
     parser = sub.add_parser("backfill", help="re-run lanes whose prompt/schema/config changed")
     parser.add_argument(
         "--stale",
@@ -136,12 +140,12 @@ def _spent(bundles: Path, session: str) -> str:
 
 def stale_backfill(
     *,
-    instance: Any,
-    defs: Any,
+    instance: DagsterInstance,
+    defs: Definitions,
     in_process: bool = True,
     dry_run: bool,
-    out: Any = sys.stdout,
-    store: Any = None,
+    out: TextIO = sys.stdout,
+    store: StorePaths | None = None,
 ) -> int:
     """Shared by the command and the tests. `in_process` is kept for callers; every re-run
     happens in this process, holding the session's lock in `store` (when given) from its busy

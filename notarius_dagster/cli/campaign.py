@@ -9,7 +9,7 @@ import argparse
 import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from notarius_dagster.cli.common import (
     EXIT_OK,
@@ -24,9 +24,11 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from notarius_dagster.campaign.model import Codex, CodexNpc
+    from notarius_dagster.cli.common import Subcommands
+    from notarius_dagster.engine.models import SourceRef
 
 
-def _refs(refs: Any) -> str:
+def _refs(refs: Iterable[SourceRef]) -> str:
     return ", ".join(
         str(r.start_unit_id)
         if r.start_unit_id == r.end_unit_id
@@ -205,7 +207,7 @@ def cmd_campaign_build(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def add_campaign_parser(sub: Any) -> None:
+def add_campaign_parser(sub: Subcommands) -> None:
     parser = sub.add_parser("campaign", help="a campaign's codex across its sessions")
     commands = parser.add_subparsers(dest="campaign_command", required=True, metavar="COMMAND")
     show = add_command(

@@ -9,11 +9,18 @@ import fcntl
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypeAlias
 
 from notarius_dagster.engine.files import write_atomically
 from notarius_dagster.settings import DAGSTER_HOME_ENV, load_settings, store_paths
 from notarius_dagster.store import REPO_ROOT
+
+if TYPE_CHECKING:
+    from dagster import DagsterInstance
+    from rich.text import Text
+
+    Subcommands: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
+    """What `add_subparsers()` returns: where a (sub)command is declared."""
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -30,7 +37,7 @@ class CommandError(Exception):
 
 
 def add_command(
-    sub: Any,
+    sub: Subcommands,
     name: str,
     run: Callable[[argparse.Namespace], int],
     *,
@@ -108,7 +115,7 @@ def create_instance_once(home: Path) -> None:
         write_atomically(home / INSTANCE_READY, b"the Dagster instance here was created\n")
 
 
-def open_instance() -> Any:
+def open_instance() -> DagsterInstance:
     """The Dagster instance under DAGSTER_HOME; CommandError says why it cannot open."""
     from dagster import DagsterInstance
 
@@ -132,7 +139,7 @@ def open_instance() -> Any:
         ) from None
 
 
-def plain(value: object) -> Any:
+def plain(value: object) -> Text:
     """`value` as rich text that is printed as written: never read as markup (a name such as
     `[link=http://...]` or a stray `[/b]` is text, not a hyperlink or a crash) and with every
     control character shown as U+FFFD (no escape sequence reaches the terminal). For anything

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from notarius_dagster.cli.common import (
     EXIT_OK,
@@ -19,12 +19,16 @@ from notarius_dagster.cli.common import (
 )
 from notarius_dagster.settings import store_paths
 
+if TYPE_CHECKING:
+    from notarius_dagster.cli.common import Subcommands
+    from notarius_dagster.engine.evaluation import EvaluationReport, LaneScore, Totals
+
 
 def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
-def print_report(report: Any) -> None:
+def print_report(report: EvaluationReport) -> None:
     """The report as a rich table: one row per lane, then the micro-averaged totals."""
     from rich.console import Console
     from rich.markup import escape
@@ -58,7 +62,7 @@ def print_report(report: Any) -> None:
         "missing_from_bundle": "MISSING",
         "missing_from_gold": "not in gold",
     }
-    rows = [
+    rows: list[tuple[str, str, LaneScore | Totals]] = [
         (
             lane.lane_id,
             status_text[lane.status]
@@ -156,7 +160,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def add_eval_parser(sub: Any) -> None:
+def add_eval_parser(sub: Subcommands) -> None:
     from notarius_dagster.engine.evaluation import DEFAULT_SCORER, SCORERS
 
     parser = add_command(sub, "eval", cmd_eval, help="score a published bundle against a gold file")

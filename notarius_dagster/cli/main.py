@@ -11,7 +11,10 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Any
+from types import FrameType
+from typing import TYPE_CHECKING
+
+from pydantic import JsonValue
 
 from notarius_dagster.cli.backfill import add_backfill_parser
 from notarius_dagster.cli.campaign import add_campaign_parser
@@ -29,6 +32,12 @@ from notarius_dagster.cli.evaluate import add_eval_parser
 from notarius_dagster.cli.report import add_report_parser
 from notarius_dagster.cli.ui import add_ui_parser
 from notarius_dagster.settings import load_settings, store_paths
+
+if TYPE_CHECKING:
+    from dagster import DagsterInstance
+
+    from notarius_dagster.cli.common import Subcommands
+    from notarius_dagster.llm.profiles import LLMProfile
 
 SESSIONS_AT_ONCE = 4
 """Default of `notarius run --jobs`: sessions in flight at once when several are given."""
@@ -289,7 +298,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     except NotariusError as exc:
         raise CommandError(exc) from None
     profile = LLMProfile.model_validate(resolved.llm_profile)
-    summary: dict[str, Any] = {
+    summary: dict[str, JsonValue] = {
         "pipeline": resolved.pipeline_id,
         "digest": resolved.digest,
         "llm_profile": resolved.llm_profile_name,
@@ -308,7 +317,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _llm_summary(profile: Any, *, ping: bool) -> dict[str, Any]:
+def _llm_summary(profile: LLMProfile, *, ping: bool) -> dict[str, JsonValue]:
     """The model, its provider family and first rung, and whether it can be called; raises
     `CommandError` (exit 1) when it cannot."""
     from notarius_dagster.engine.errors import NotariusError
@@ -322,7 +331,7 @@ def _llm_summary(profile: Any, *, ping: bool) -> dict[str, Any]:
     if problems:
         raise CommandError("; ".join(problems), EXIT_FAILED)
     family = family_of(profile)
-    summary: dict[str, Any] = {
+    summary: dict[str, JsonValue] = {
         "model": profile.model,
         "family": family.name,
         "structured_output": choose_rung(profile, family),
@@ -383,12 +392,12 @@ def cmd_sessions_list(args: argparse.Namespace) -> int:
         "stale (code changed)",
     )
     for row in rows:
-        run = row["last_run"] or {}
+        run = row["last_run"]
         table.add_row(
             row["session_id"],
-            run.get("status", "-"),
-            (run.get("run_id") or "-")[:8],
-            run.get("at") or "-",
+            run["status"] if run else "-",
+            run["run_id"][:8] if run else "-",
+            (run["at"] if run else None) or "-",
             row["bundle_materialized_at"] or "-",
             "yes" if row["bundle_published"] else "no",
             "?" if row["stale"] is None else (", ".join(row["stale"]) or "up to date"),
@@ -401,7 +410,7 @@ def cmd_sessions_list(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _stale_assets(instance: Any) -> tuple[dict[str, list[str]] | None, str | None]:
+def _stale_assets(instance: DagsterInstance) -> tuple[dict[str, list[str]] | None, str | None]:
     """Per session, the assets whose code version changed since they were materialized under
     the profile the code location is built from (NOTARIUS_PROFILE), as `backfill --stale` sees
     them; or None and why, when that profile does not build."""
@@ -523,7 +532,7 @@ def cmd_sessions_delete(args: argparse.Namespace) -> int:
 # --- the parser ------------------------------------------------------------------------------
 
 
-def add_run_command(sub: Any) -> None:
+def add_run_command(sub: Subcommands) -> None:
     run = sub.add_parser(
         "run",
         help="materialize transcripts through the session asset job",
@@ -542,7 +551,7 @@ def add_run_command(sub: Any) -> None:
         "DATA/bundles)",
     )
     run.add_argument("--session-id", help="default: derived from the file name")
-    run.add_argument("--llm-profile", help="override the profile's LLM profile (e.g. test-double)")
+    run.add_argument("--llm-profile", help="override the profile's LLM profile (e.g. offline)")
     run.add_argument(
         "--data",
         help="store root (transcripts, asset values, checkpoints); "
@@ -593,7 +602,7 @@ def _positive_int(text: str) -> int:
     return int(text)
 
 
-def add_validate_command(sub: Any) -> None:
+def add_validate_command(sub: Subcommands) -> None:
     validate = add_command(
         sub, "validate", cmd_validate, help="resolve a profile without running anything"
     )
@@ -604,7 +613,7 @@ def add_validate_command(sub: Any) -> None:
     )
 
 
-def add_sessions_commands(sub: Any) -> None:
+def add_sessions_commands(sub: Subcommands) -> None:
     sessions = sub.add_parser(
         "sessions",
         help="list, add or delete sessions (partitions of `sessions`)",
@@ -667,7 +676,7 @@ def stop_on_sigterm() -> None:
     step processes and records the run as ended), instead of this process vanishing and
     leaving its step processes calling the model."""
 
-    def interrupt(signum: int, frame: Any) -> None:
+    def interrupt(signum: int, frame: FrameType | None) -> None:
         handler = signal.getsignal(signal.SIGINT)  # Dagster's while a run executes
         if callable(handler):
             handler(signal.SIGINT, frame)

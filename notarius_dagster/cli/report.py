@@ -12,7 +12,7 @@ import json
 import sys
 import webbrowser
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from notarius_dagster.cli.common import (
     EXIT_OK,
@@ -23,6 +23,9 @@ from notarius_dagster.cli.common import (
 )
 from notarius_dagster.settings import store_paths
 from notarius_dagster.store import StorePaths
+
+if TYPE_CHECKING:
+    from notarius_dagster.cli.common import Subcommands
 
 
 def _bundle_run_id(bundles: Path, session_id: str) -> str | None:
@@ -88,7 +91,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def add_report_parser(sub: Any) -> None:
+def add_report_parser(sub: Subcommands) -> None:
     parser = add_command(
         sub,
         "report",

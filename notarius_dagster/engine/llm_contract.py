@@ -3,7 +3,7 @@ this protocol only; `notarius_dagster.llm` implements it over litellm."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, Literal, Protocol
 
 from pydantic import Field
@@ -123,7 +123,7 @@ class StructuredResponse(Frozen):
     `stepped_down_from` names the rung the provider refused for this request (the ladder then
     answered on the next one), with the provider's content-safe reason."""
 
-    data: dict[str, object] | None
+    data: Mapping[str, object] | None
     rung: StructuredRung
     valid: bool
     errors: tuple[str, ...] = ()

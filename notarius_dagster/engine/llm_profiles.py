@@ -14,7 +14,7 @@ from types import MappingProxyType
 
 from notarius_dagster.engine.errors import ResolutionError
 
-LLMProfileValidator = Callable[[str, Mapping[str, object]], dict[str, object]]
+LLMProfileValidator = Callable[[str, Mapping[str, object]], Mapping[str, object]]
 """Checks one named profile configuration and returns its canonical JSON form (every field,
 defaults filled in). An invalid configuration raises `pydantic.ValidationError`: resolution
 turns its first error's location into the key path `llm_profiles.<name>.<field>`."""
@@ -35,6 +35,6 @@ class LLMProfileCatalog:
         frozen = {name: MappingProxyType(dict(cfg)) for name, cfg in self.builtins.items()}
         object.__setattr__(self, "builtins", MappingProxyType(frozen))
 
-    def validate(self, name: str, cfg: Mapping[str, object]) -> dict[str, object]:
+    def validate(self, name: str, cfg: Mapping[str, object]) -> Mapping[str, object]:
         """The canonical form of profile `name`; see `LLMProfileValidator` for errors."""
         return self.validator(name, cfg)

@@ -372,7 +372,7 @@ def resolve_pipeline(
         input_format=pipe.input.format,
         chunk=chunk,
         llm_profile_name=llm_name,
-        llm_profile=llm_resolved,
+        llm_profile=dict(llm_resolved),
         lanes=tuple(sorted(resolved_lanes, key=lambda lane: lane.id)),
         configured_lanes=tuple(sorted(configured)),
         output_module=DEFAULT_OUTPUT_MODULE,

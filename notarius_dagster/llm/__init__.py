@@ -1,15 +1,16 @@
-"""The LLM tier: named profiles, the litellm client with its structured-output ladder, the
-bundled offline model server and an honest test double.
+"""The LLM tier: named profiles, the litellm client with its structured-output ladder and the
+bundled offline model server. (The test double is no part of it: it lives in the test suite,
+`tests/llm_double.py`.)
 
 Importing this package is cheap: litellm (several seconds to import) is loaded only when the
-client, the server helper or the test double is first used, so configuration code can read
-profiles without paying for it. litellm is configured (its bundled model-cost map, no network
-fetch, no prompts in exception texts) in the one module that imports it, `llm/_litellm.py`."""
+client or the server helper is first used, so configuration code can read profiles without
+paying for it. litellm is configured (its bundled model-cost map, no network fetch, no prompts
+in exception texts) in the one module that imports it, `llm/_litellm.py`."""
 
 from __future__ import annotations
 
 from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from notarius_dagster.engine.errors import TransientLLMError
 from notarius_dagster.llm.profiles import LLMProfile, offline_profile
@@ -17,29 +18,24 @@ from notarius_dagster.llm.profiles import LLMProfile, offline_profile
 if TYPE_CHECKING:
     from notarius_dagster.llm.client import LiteLLMClient
     from notarius_dagster.llm.offline import OfflineModelServer, ensure_server
-    from notarius_dagster.llm.test_double import ScriptedLLM, scripted_llm
 
 _LAZY = {
     "LiteLLMClient": "notarius_dagster.llm.client",
     "OfflineModelServer": "notarius_dagster.llm.offline",
     "ensure_server": "notarius_dagster.llm.offline",
-    "ScriptedLLM": "notarius_dagster.llm.test_double",
-    "scripted_llm": "notarius_dagster.llm.test_double",
 }
 
 __all__ = [
     "LLMProfile",
     "LiteLLMClient",
     "OfflineModelServer",
-    "ScriptedLLM",
     "TransientLLMError",
     "ensure_server",
     "offline_profile",
-    "scripted_llm",
 ]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     """Load heavy members on first use (PEP 562)."""
     module = _LAZY.get(name)
     if module is None:

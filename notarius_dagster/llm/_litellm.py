@@ -9,6 +9,7 @@ import os
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import litellm  # noqa: E402
+from litellm.types.utils import Choices, ModelInfo, ModelResponse  # noqa: E402
 
 litellm.suppress_debug_info = True
 # litellm otherwise appends the request messages to some exception texts.
@@ -17,4 +18,6 @@ litellm.redact_messages_in_exceptions = True
 litellm.turn_off_message_logging = True
 litellm.disable_hf_tokenizer_download = True
 
-__all__ = ["litellm"]
+__all__ = ["Choices", "ModelInfo", "ModelResponse", "litellm"]
+"""litellm itself, and the types of what it answers (imported here, after the settings above,
+so that no module reaches litellm before they are made)."""

@@ -8,10 +8,11 @@ Kept apart from `client.py` so the client calls it in one place, where the answe
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from notarius_dagster.engine.errors import LLMError
 from notarius_dagster.engine.redaction import redact_sent, sent_secrets
+from notarius_dagster.llm._litellm import ModelResponse
 
 
 class _WithContent(Protocol):
@@ -22,15 +23,17 @@ class _WithContent(Protocol):
 A = TypeVar("A", bound=_WithContent)
 
 
-def require_choices(response: Any, model: str) -> None:
-    """An HTTP 200 whose `choices` list is empty (or missing) carries no answer: a provider
-    error, said as one, never an IndexError three layers down. Not transient: the same request
-    gets the same nothing (a content filter, a proxy that drops the body)."""
-    if not getattr(response, "choices", None):
+def require_choices(response: object, model: str) -> ModelResponse:
+    """`response`, once it is shown to hold an answer. An HTTP 200 whose `choices` list is
+    empty (or missing) carries none: a provider error, said as one, never an IndexError three
+    layers down. Not transient: the same request gets the same nothing (a content filter, a
+    proxy that drops the body)."""
+    if not isinstance(response, ModelResponse) or not response.choices:
         raise LLMError(
             f"LLM call to {model} failed: the provider answered without any choice (an empty "
             "`choices` list), so there is no answer to use"
         )
+    return response
 
 
 def without_sent_secrets(answer: A, api_key: str | None, api_base: str | None) -> A:

@@ -21,9 +21,10 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 from jsonschema import Draft202012Validator
+from pydantic import JsonValue
 
 from notarius_dagster.engine.errors import LLMError, NotariusError
 from notarius_dagster.engine.errors import TransientLLMError as TransientLLMError  # re-export
@@ -33,9 +34,10 @@ from notarius_dagster.engine.llm_contract import (
     StructuredResponse,
     StructuredRung,
 )
-from notarius_dagster.llm._litellm import litellm
+from notarius_dagster.llm._litellm import Choices, ModelResponse, litellm
 from notarius_dagster.llm.answers import require_choices, without_sent_secrets
 from notarius_dagster.llm.errors import (
+    FailureKind,
     failure_kind,
     provider_error,
     refusal_reason,
@@ -122,12 +124,6 @@ class LiteLLMClient:
     ) -> None:
         check_ready(profile, api_key)  # fail fast, before any request is built: key, package
         self._api_key = profile.resolve_api_key(api_key)
-        if profile.model.startswith("notarius-double/"):
-            # The test-double provider lives in litellm's registry only once registered; a run
-            # process launched by the daemon has imported nothing else that would do it.
-            from notarius_dagster.llm.test_double import register_double
-
-            register_double()
         self._profile = profile
         self._family = family_of(profile)
         self._api_base = api_base_override or profile.api_base
@@ -203,8 +199,8 @@ class LiteLLMClient:
         answer: _Answer,
         rung: FirstRung,
         validator: AnswerValidator,
-        schema: dict[str, Any],
-    ) -> tuple[dict[str, Any] | None, tuple[str, ...]]:
+        schema: dict[str, JsonValue],
+    ) -> tuple[dict[str, JsonValue] | None, tuple[str, ...]]:
         content = answer.content
         if content and rung == "json_schema" and self._family.strict:
             try:
@@ -215,7 +211,7 @@ class LiteLLMClient:
                 content = json.dumps(self._family.read_back(rung, value, schema))
         return check_answer(content, validator, truncated=answer.truncated)
 
-    def messages(self, rung: FirstRung, request: StructuredRequest) -> list[dict[str, Any]]:
+    def messages(self, rung: FirstRung, request: StructuredRequest) -> list[dict[str, JsonValue]]:
         """System preamble, then one user message: the shared part (the chunk) first, the
         lane's tail after, so calls of several lanes on one chunk share a cacheable prefix."""
         tail = lane_tail(
@@ -224,7 +220,7 @@ class LiteLLMClient:
             request.schema_,
             spell_schema=not self._family.grammar_on_json_object,
         )
-        user: Any = f"{request.user.rstrip()}\n\n{tail}" if tail else request.user
+        user: JsonValue = f"{request.user.rstrip()}\n\n{tail}" if tail else request.user
         prefix_chars = len(request.system) + len(request.user)
         if tail and self._family.caches_prefix(prefix_chars):
             user = [
@@ -242,7 +238,7 @@ class LiteLLMClient:
 
     def _response(
         self,
-        data: dict[str, Any] | None,
+        data: dict[str, JsonValue] | None,
         rung: StructuredRung,
         errors: tuple[str, ...],
         usage: LLMUsage,
@@ -260,10 +256,10 @@ class LiteLLMClient:
         )
 
     def completion_kwargs(
-        self, messages: list[dict[str, Any]], rung: FirstRung, request: StructuredRequest
+        self, messages: list[dict[str, JsonValue]], rung: FirstRung, request: StructuredRequest
     ) -> dict[str, Any]:
         """The arguments of one `litellm.completion` call (public for `notarius validate
-        --ping` and the benchmarks)."""
+        --ping` and the benchmarks): values of as many types as its keyword parameters."""
         profile = self._profile
         kwargs: dict[str, Any] = {
             "model": profile.model,
@@ -300,7 +296,7 @@ class LiteLLMClient:
         return kwargs
 
     def _complete(
-        self, messages: list[dict[str, Any]], rung: FirstRung, request: StructuredRequest
+        self, messages: list[dict[str, JsonValue]], rung: FirstRung, request: StructuredRequest
     ) -> _Answer:
         """One completion, retried on transient provider errors only; raises `_Refused` when
         the provider refuses the rung's schema or response format."""
@@ -334,8 +330,8 @@ class LiteLLMClient:
                         f"({profile.timeout_s:g} s)",
                     ) from None
                 raise self._error(exc, attempt, sent, api_key) from None
-            require_choices(response, profile.model)  # llm/answers.py: no IndexError, no key
-            return without_sent_secrets(_answer_of(response), api_key, self._api_base)
+            answered = require_choices(response, profile.model)  # no IndexError, no key
+            return without_sent_secrets(_answer_of(answered), api_key, self._api_base)
         raise AssertionError("unreachable: the retry loop returns or raises")
 
     def _error(
@@ -345,7 +341,7 @@ class LiteLLMClient:
         sent: list[str],
         api_key: str | None,
         *,
-        kind: Any = None,
+        kind: FailureKind | None = None,
         hint: str | None = None,
     ) -> LLMError:
         return provider_error(
@@ -366,7 +362,7 @@ class LiteLLMClient:
         asked = retry_after_s(exc)
         if asked is not None:
             return asked if asked <= self._profile.timeout_s else None
-        base = self._retry_backoff_s * 2 ** (attempt - 1)
+        base = self._retry_backoff_s * 2.0 ** (attempt - 1)
         return min(MAX_BACKOFF_S, base + random.uniform(0, self._retry_backoff_s))
 
 
@@ -390,7 +386,7 @@ _VALIDATORS_LOCK = threading.Lock()
 _MAX_VALIDATORS = 256
 
 
-def compiled_validator(schema: dict[str, Any]) -> AnswerValidator:
+def compiled_validator(schema: dict[str, JsonValue]) -> AnswerValidator:
     """The validator of an answer to `schema`, its compiled part shared by every schema of the
     same shape (thread-safe). Raises `jsonschema.SchemaError` for a schema that is not valid
     JSON Schema, every time."""
@@ -409,13 +405,15 @@ def compiled_validator(schema: dict[str, Any]) -> AnswerValidator:
     return AnswerValidator(compiled, schema, separate_enums=True)
 
 
-def _answer_of(response: Any) -> _Answer:
+def _answer_of(response: ModelResponse) -> _Answer:
     """Pull content, truncation, token usage and cost out of a litellm ModelResponse."""
     choice = response.choices[0]
     usage = getattr(response, "usage", None)
     details = getattr(usage, "prompt_tokens_details", None)
+    # A non-streaming call's choices are `Choices` (litellm types them with the streaming kind).
+    message = choice.message if isinstance(choice, Choices) else None
     return _Answer(
-        content=cast("str | None", choice.message.content),
+        content=message.content if message is not None else None,
         truncated=getattr(choice, "finish_reason", None) == "length",
         usage=LLMUsage.of_call(
             prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
@@ -426,7 +424,7 @@ def _answer_of(response: Any) -> _Answer:
     )
 
 
-def _cost_of(response: Any) -> float | None:
+def _cost_of(response: ModelResponse) -> float | None:
     """litellm's price for the call (the profile's own prices when it sets them), or None when
     litellm cannot price it: an unpriced call is never published as $0. litellm prices every
     completion once itself (`_hidden_params["response_cost"]`, None when it has no price);

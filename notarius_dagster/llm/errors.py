@@ -13,7 +13,7 @@ import json
 import re
 import time
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Literal, Protocol
 
 import openai
 
@@ -133,11 +133,17 @@ def retry_after_s(exc: BaseException, now: float | None = None) -> float | None:
     return None
 
 
-def _headers_of(exc: BaseException) -> list[Any]:
+class _Headers(Protocol):
+    """Response headers as both kinds below offer them (httpx `Headers`, a dict)."""
+
+    def get(self, key: str, /) -> str | None: ...
+
+
+def _headers_of(exc: BaseException) -> list[_Headers]:
     """The response headers a litellm exception carries, wherever it keeps them: the
     `response` it was raised from (an httpx `Headers`, case-insensitive) and litellm's own
     copy (`litellm_response_headers`), which it fills when it rebuilt the response."""
-    found: list[Any] = []
+    found: list[_Headers] = []
     for headers in (
         getattr(getattr(exc, "response", None), "headers", None),
         getattr(exc, "litellm_response_headers", None),

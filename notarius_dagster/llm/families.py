@@ -20,7 +20,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import JsonValue
 
 from notarius_dagster.llm.profiles import LLMProfile
 from notarius_dagster.llm.schema_forms import (
@@ -29,6 +31,9 @@ from notarius_dagster.llm.schema_forms import (
     plain_form,
     strip_added_nulls,
 )
+
+if TYPE_CHECKING:
+    from notarius_dagster.llm._litellm import ModelInfo
 
 FamilyName = Literal["openai", "anthropic", "gemini", "ollama", "llama-cpp", "other"]
 FirstRung = Literal["json_schema", "json_object"]
@@ -59,7 +64,7 @@ class ProviderFamily:
     name: FamilyName
     provider: str
     """litellm's provider name for the model (`openai`, `anthropic`, `ollama_chat`, ...)."""
-    schema_form: Callable[[dict[str, Any]], dict[str, Any]]
+    schema_form: Callable[[dict[str, JsonValue]], dict[str, JsonValue]]
     """The schema as sent on the `json_schema` rung (the full one is still validated)."""
     strict: bool = False
     """Whether `json_schema` is sent with `strict: true` (the OpenAI wire)."""
@@ -94,8 +99,8 @@ class ProviderFamily:
         return "json_object"
 
     def response_format(
-        self, rung: FirstRung, schema_name: str, schema: dict[str, Any]
-    ) -> dict[str, Any]:
+        self, rung: FirstRung, schema_name: str, schema: dict[str, JsonValue]
+    ) -> dict[str, JsonValue]:
         """The `response_format` parameter for a rung (the re-ask reuses it unchanged)."""
         if rung == "json_schema":
             return {
@@ -110,13 +115,15 @@ class ProviderFamily:
             return {"type": "json_object", "schema": schema}
         return {"type": "json_object"}
 
-    def read_back(self, rung: FirstRung, value: Any, schema: dict[str, Any]) -> Any:
+    def read_back(
+        self, rung: FirstRung, value: JsonValue, schema: dict[str, JsonValue]
+    ) -> JsonValue:
         """An answer as the full schema reads it (see `schema_forms.strip_added_nulls`)."""
         if rung == "json_schema" and self.strict:
             return strip_added_nulls(value, schema)
         return value
 
-    def request_params(self, profile: LLMProfile, prompt_chars: int) -> dict[str, Any]:
+    def request_params(self, profile: LLMProfile, prompt_chars: int) -> dict[str, JsonValue]:
         """Parameters this family needs on every request, under the profile's own `params`."""
         if self.name == "ollama" and "num_ctx" not in profile.params:
             return {"num_ctx": ollama_context(prompt_chars, profile.max_tokens)}
@@ -176,14 +183,14 @@ def provider_of(model: str) -> str:
         return model.split("/", 1)[0] if "/" in model else "other"
 
 
-def _model_info(model: str) -> dict[str, Any] | None:
+def _model_info(model: str) -> ModelInfo | None:
     from notarius_dagster.llm._litellm import litellm
 
     try:
-        return dict(litellm.get_model_info(model=model))
+        return litellm.get_model_info(model=model)
     except Exception:  # not in litellm's model map
         return None
 
 
-def _as_is(schema: dict[str, Any]) -> dict[str, Any]:
+def _as_is(schema: dict[str, JsonValue]) -> dict[str, JsonValue]:
     return schema

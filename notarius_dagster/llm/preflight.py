@@ -70,11 +70,11 @@ def check_ready(profile: LLMProfile, api_key: str | None) -> None:
 
 
 def _checks_keys(profile: LLMProfile) -> bool:
-    """Whether litellm's environment check applies: not for the test double or a local
-    server's own provider prefix. `openai/<name>` at a local server is checked: litellm's
+    """Whether litellm's environment check applies: not for a local server's own provider
+    prefix. `openai/<name>` at a local server is checked: litellm's
     OpenAI route refuses to call without a key (any value does for a server that ignores it)."""
     provider = _prefix(profile.model)
-    return provider not in _NEEDS_NO_KEY and provider != "notarius-double"
+    return provider not in _NEEDS_NO_KEY
 
 
 def _prefix(model: str) -> str:

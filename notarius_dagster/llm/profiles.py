@@ -11,7 +11,7 @@ resolution."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field, JsonValue, field_validator, model_validator
 
@@ -49,9 +49,6 @@ prices have their own profile fields)."""
 
 # The bundled offline server does not check keys, but OpenAI-compatible clients insist on one.
 OFFLINE_DUMMY_KEY = "sk-no-key-required"
-
-DOUBLE_PROVIDER = "notarius-double"
-"""The litellm provider name of the in-process test double (`notarius_dagster.llm.test_double`)."""
 
 
 class LLMProfile(Frozen):
@@ -176,20 +173,7 @@ OFFLINE = LLMProfile(
 offline, extracts poorly. Every value is published in the manifests of its runs, and its model,
 temperature and token limits are in every checkpoint key (see `LLMProfile.fingerprint`)."""
 
-TEST_DOUBLE = LLMProfile(
-    name="test-double",
-    model=f"{DOUBLE_PROVIDER}/scripted",
-    temperature=0.0,
-    max_tokens=512,
-    timeout_s=30,
-    retries=0,
-    max_concurrency=2,
-    input_cost_per_token=0.0,
-    output_cost_per_token=0.0,
-)
-"""The in-process test double (`notarius_dagster.llm.test_double`): not a model."""
-
-BUILTIN_PROFILES: Mapping[str, LLMProfile] = {p.name: p for p in (OFFLINE, TEST_DOUBLE)}
+BUILTIN_PROFILES: Mapping[str, LLMProfile] = {p.name: p for p in (OFFLINE,)}
 """Every pipeline profile may name these; its own `llm_profiles` entry of the same name wins."""
 
 
@@ -199,12 +183,12 @@ def offline_profile(name: str = "offline", *, context_tokens: int = 4096) -> LLM
     return builtin_profile("offline", name=name, context_tokens=context_tokens)
 
 
-def builtin_profile(builtin: str, **overrides: Any) -> LLMProfile:
+def builtin_profile(builtin: str, **overrides: JsonValue) -> LLMProfile:
     """A built-in profile, validated again with `overrides` (which may rename it) applied."""
     return LLMProfile.model_validate({**BUILTIN_PROFILES[builtin].model_dump(), **overrides})
 
 
-def canonical_profile(name: str, cfg: Mapping[str, Any]) -> dict[str, Any]:
+def canonical_profile(name: str, cfg: Mapping[str, object]) -> dict[str, JsonValue]:
     """The engine's `LLMProfileValidator`: profile `name`'s JSON form, every field filled in
     (raises `pydantic.ValidationError`)."""
     return LLMProfile.model_validate({"name": name, **cfg}).model_dump(mode="json")
@@ -217,5 +201,5 @@ def profile_catalog() -> LLMProfileCatalog:
     return LLMProfileCatalog(builtins=builtins, validator=canonical_profile)
 
 
-def _config_of(profile: LLMProfile) -> dict[str, Any]:
+def _config_of(profile: LLMProfile) -> dict[str, JsonValue]:
     return profile.model_dump(mode="json", exclude={"name"})

@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from typing import Any
+
+from pydantic import JsonValue
 
 OPENAI_STRICT_KEYWORDS = frozenset(
     {
@@ -89,12 +90,12 @@ _SUBSCHEMA_MAPS = ("properties", "$defs")
 _SUBSCHEMA_LISTS = ("anyOf", "oneOf", "prefixItems")
 
 
-def keep_keywords(schema: Any, allowed: frozenset[str]) -> Any:
+def keep_keywords(schema: JsonValue, allowed: frozenset[str]) -> JsonValue:
     """A copy of `schema` with every keyword outside `allowed` dropped, at every depth (the
     names inside `properties` and `$defs` are names, not keywords, and are kept)."""
     if not isinstance(schema, dict):
         return schema
-    out: dict[str, Any] = {}
+    out: dict[str, JsonValue] = {}
     for key, value in schema.items():
         if key not in allowed:
             continue
@@ -109,15 +110,22 @@ def keep_keywords(schema: Any, allowed: frozenset[str]) -> Any:
     return out
 
 
-def plain_form(schema: dict[str, Any]) -> dict[str, Any]:
+def plain_form(schema: dict[str, JsonValue]) -> dict[str, JsonValue]:
     """The schema without `title`s (for providers that take the rest as it is)."""
-    return _drop(schema, PLAIN_OMITTED)
+    return _object(_drop(schema, PLAIN_OMITTED))
 
 
-def _drop(schema: Any, omitted: frozenset[str]) -> Any:
+def _object(schema: JsonValue) -> dict[str, JsonValue]:
+    """A form of a schema object, which every form keeps an object."""
+    if not isinstance(schema, dict):
+        raise TypeError(f"a JSON Schema form must be an object, not {type(schema).__name__}")
+    return schema
+
+
+def _drop(schema: JsonValue, omitted: frozenset[str]) -> JsonValue:
     if not isinstance(schema, dict):
         return schema
-    out: dict[str, Any] = {}
+    out: dict[str, JsonValue] = {}
     for key, value in schema.items():
         if key in omitted:
             continue
@@ -132,31 +140,34 @@ def _drop(schema: Any, omitted: frozenset[str]) -> Any:
     return out
 
 
-def gemini_form(schema: dict[str, Any]) -> dict[str, Any]:
+def gemini_form(schema: dict[str, JsonValue]) -> dict[str, JsonValue]:
     """The schema inside Gemini's supported subset."""
-    return keep_keywords(schema, GEMINI_KEYWORDS)
+    return _object(keep_keywords(schema, GEMINI_KEYWORDS))
 
 
-def openai_strict_form(schema: dict[str, Any]) -> dict[str, Any]:
+def openai_strict_form(schema: dict[str, JsonValue]) -> dict[str, JsonValue]:
     """The schema in OpenAI's strict form (see the module docstring)."""
-    return _strict(keep_keywords(schema, OPENAI_STRICT_KEYWORDS))
+    return _object(_strict(keep_keywords(schema, OPENAI_STRICT_KEYWORDS)))
 
 
-def _strict(node: Any) -> Any:
+def _strict(node: JsonValue) -> JsonValue:
     if not isinstance(node, dict):
         return node
     out = dict(node)
     for key in _SUBSCHEMA_LISTS:
-        if isinstance(out.get(key), list):
-            out[key] = [_strict(sub) for sub in out[key]]
-    if isinstance(out.get("items"), dict):
-        out["items"] = _strict(out["items"])
-    if isinstance(out.get("$defs"), dict):
-        out["$defs"] = {name: _strict(sub) for name, sub in out["$defs"].items()}
+        subs = out.get(key)
+        if isinstance(subs, list):
+            out[key] = [_strict(sub) for sub in subs]
+    items = out.get("items")
+    if isinstance(items, dict):
+        out["items"] = _strict(items)
+    defs = out.get("$defs")
+    if isinstance(defs, dict):
+        out["$defs"] = {name: _strict(sub) for name, sub in defs.items()}
     properties = out.get("properties")
     if isinstance(properties, dict) or out.get("type") == "object":
         properties = properties if isinstance(properties, dict) else {}
-        required = set(out.get("required", ()))
+        required = _names(out.get("required"))
         out["properties"] = {
             name: _strict(sub if name in required else _nullable(sub))
             for name, sub in properties.items()
@@ -166,24 +177,31 @@ def _strict(node: Any) -> Any:
     return out
 
 
-def _nullable(schema: Any) -> Any:
+def _names(value: JsonValue) -> set[str]:
+    """The names a `required` keyword lists (none when it is absent or not a list)."""
+    return {name for name in value if isinstance(name, str)} if isinstance(value, list) else set()
+
+
+def _nullable(schema: JsonValue) -> JsonValue:
     """`schema` that also admits null (unchanged if it already does)."""
     if not isinstance(schema, dict) or admits_null(schema, {}):
         return schema
     kind = schema.get("type")
     if isinstance(kind, str) and "$ref" not in schema:
-        out = {**schema, "type": [kind, "null"]}
-        if "enum" in out:
-            out["enum"] = [*out["enum"], None]
+        out: dict[str, JsonValue] = {**schema, "type": [kind, "null"]}
+        enum = out.get("enum")
+        if isinstance(enum, list):
+            out["enum"] = [*enum, None]
         return out
-    if isinstance(schema.get("anyOf"), list):
-        return {**schema, "anyOf": [*schema["anyOf"], {"type": "null"}]}
+    options = schema.get("anyOf")
+    if isinstance(options, list):
+        return {**schema, "anyOf": [*options, {"type": "null"}]}
     rest = {k: v for k, v in schema.items() if k in ("description", "title")}
-    core = {k: v for k, v in schema.items() if k not in ("description", "title")}
+    core: JsonValue = {k: v for k, v in schema.items() if k not in ("description", "title")}
     return {**rest, "anyOf": [core, {"type": "null"}]}
 
 
-def admits_null(schema: Any, defs: Mapping[str, Any]) -> bool:
+def admits_null(schema: JsonValue, defs: Mapping[str, JsonValue]) -> bool:
     """Whether `schema` (with `$ref`s into `defs`) accepts JSON null."""
     if not isinstance(schema, dict):
         return schema is True
@@ -193,40 +211,45 @@ def admits_null(schema: Any, defs: Mapping[str, Any]) -> bool:
     kind = schema.get("type")
     if kind == "null" or (isinstance(kind, list) and "null" in kind):
         return True
-    if "enum" in schema and None in schema["enum"]:
+    enum = schema.get("enum")
+    if isinstance(enum, list) and None in enum:
         return True
-    return any(admits_null(sub, defs) for sub in schema.get("anyOf", ()))
+    options = schema.get("anyOf")
+    return isinstance(options, list) and any(admits_null(sub, defs) for sub in options)
 
 
-def strip_added_nulls(value: Any, schema: dict[str, Any]) -> Any:
+def strip_added_nulls(value: JsonValue, schema: dict[str, JsonValue]) -> JsonValue:
     """`value` (an answer to the strict form of `schema`) with the nulls the strict form added
     removed: a key whose value is null, optional in `schema` and not nullable there."""
-    return _strip(value, schema, schema.get("$defs", {}))
+    defs = schema.get("$defs")
+    return _strip(value, schema, defs if isinstance(defs, dict) else {})
 
 
-def _resolve(schema: Any, defs: Mapping[str, Any]) -> Any:
+def _resolve(schema: JsonValue, defs: Mapping[str, JsonValue]) -> JsonValue:
     while isinstance(schema, dict) and "$ref" in schema:
         schema = defs.get(str(schema["$ref"]).rsplit("/", 1)[-1], {})
     return schema
 
 
-def _strip(value: Any, schema: Any, defs: Mapping[str, Any]) -> Any:
+def _strip(value: JsonValue, schema: JsonValue, defs: Mapping[str, JsonValue]) -> JsonValue:
     schema = _resolve(schema, defs)
     if not isinstance(schema, dict):
         return value
-    if isinstance(value, list) and isinstance(schema.get("items"), dict):
-        return [_strip(item, schema["items"], defs) for item in value]
+    items = schema.get("items")
+    if isinstance(value, list) and isinstance(items, dict):
+        return [_strip(item, items, defs) for item in value]
     if not isinstance(value, dict):
         return value
     properties = schema.get("properties")
     if not isinstance(properties, dict):
-        for option in schema.get("anyOf", ()):
+        options = schema.get("anyOf")
+        for option in options if isinstance(options, list) else ():
             resolved = _resolve(option, defs)
             if isinstance(resolved, dict) and isinstance(resolved.get("properties"), dict):
                 return _strip(value, resolved, defs)
         return value
-    required = set(schema.get("required", ()))
-    out: dict[str, Any] = {}
+    required = _names(schema.get("required"))
+    out: dict[str, JsonValue] = {}
     for key, item in value.items():
         sub = properties.get(key)
         if item is None and key not in required and not admits_null(sub, defs):

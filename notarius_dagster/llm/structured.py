@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from typing import Any
 
 from jsonschema import Draft202012Validator, ValidationError
+from pydantic import JsonValue
 
 from notarius_dagster.llm.families import FirstRung, ProviderFamily
 from notarius_dagster.llm.profiles import LLMProfile
@@ -37,14 +37,14 @@ def choose_rung(profile: LLMProfile, family: ProviderFamily) -> FirstRung:
     return family.auto_rung(profile)
 
 
-def prompt_schema(schema: dict[str, Any]) -> str:
+def prompt_schema(schema: dict[str, JsonValue]) -> str:
     """The schema as the prompt spells it on `json_object`: compact JSON, and no `enum` of
     integers (the unit ids a chunk may cite): the ids are the transcript's own `[n]` markers,
     already in the prompt, and every answer is validated against the full schema."""
     return json.dumps(_without_int_enums(schema), separators=(",", ":"), ensure_ascii=False)
 
 
-def _without_int_enums(node: Any) -> Any:
+def _without_int_enums(node: JsonValue) -> JsonValue:
     if isinstance(node, list):
         return [_without_int_enums(item) for item in node]
     if not isinstance(node, dict):
@@ -54,7 +54,7 @@ def _without_int_enums(node: Any) -> Any:
 
 
 def lane_tail(
-    rung: FirstRung, instructions: str, schema: dict[str, Any], *, spell_schema: bool = True
+    rung: FirstRung, instructions: str, schema: dict[str, JsonValue], *, spell_schema: bool = True
 ) -> str:
     """The lane's tail of the user message: its instructions and, on `json_object`, the
     schema spelled out (most providers on that rung only promise syntactically valid JSON;
@@ -90,64 +90,71 @@ class AnswerValidator:
     (`$.npcs[0].unit_ids[1]: enum`)."""
 
     def __init__(
-        self, shape: Draft202012Validator, schema: dict[str, Any], *, separate_enums: bool
+        self, shape: Draft202012Validator, schema: dict[str, JsonValue], *, separate_enums: bool
     ) -> None:
         self.shape = shape
         self.schema = schema
         self.separate_enums = separate_enums
 
-    def problems(self, value: Any) -> list[str]:
+    def problems(self, value: JsonValue) -> list[str]:
         found = [_describe(error) for error in self.shape.iter_errors(value)]
         if self.separate_enums:
             found.extend(_enum_problems(self.schema, self.schema, value, []))
         return found
 
-    def is_valid(self, value: Any) -> bool:
+    def is_valid(self, value: JsonValue) -> bool:
         return not self.problems(value)
 
 
-def _is_int_enum(node: Any) -> bool:
+def _is_int_enum(node: JsonValue) -> bool:
     return isinstance(node, dict) and node.get("type") == "integer" and "enum" in node
 
 
-def _enum_problems(node: Any, root: dict[str, Any], value: Any, path: list[str | int]) -> list[str]:
+def _enum_problems(
+    node: JsonValue, root: dict[str, JsonValue], value: JsonValue, path: list[str | int]
+) -> list[str]:
     """`<path>: enum` for every integer in `value` outside the integer enum the schema node
     that governs it allows, following `$ref`, `properties` and `items` only."""
     node = _resolve_ref(node, root)
     if not isinstance(node, dict):
         return []
     if _is_int_enum(node):
+        enum = node.get("enum")
         is_int = isinstance(value, int) and not isinstance(value, bool)
-        return [f"{json_path(path)}: enum"] if is_int and value not in node["enum"] else []
+        allowed = enum if isinstance(enum, list) else ()
+        return [f"{json_path(path)}: enum"] if is_int and value not in allowed else []
     found: list[str] = []
+    properties = node.get("properties")
+    items = node.get("items")
     if isinstance(value, dict):
-        for name, sub in (node.get("properties") or {}).items():
+        for name, sub in (properties if isinstance(properties, dict) else {}).items():
             if name in value:
                 found.extend(_enum_problems(sub, root, value[name], [*path, name]))
-    elif isinstance(value, list) and isinstance(node.get("items"), dict):
+    elif isinstance(value, list) and isinstance(items, dict):
         for index, item in enumerate(value):
-            found.extend(_enum_problems(node["items"], root, item, [*path, index]))
+            found.extend(_enum_problems(items, root, item, [*path, index]))
     return found
 
 
-def _resolve_ref(node: Any, root: dict[str, Any]) -> Any:
+def _resolve_ref(node: JsonValue, root: dict[str, JsonValue]) -> JsonValue:
     for _ in range(32):
-        if not (isinstance(node, dict) and isinstance(node.get("$ref"), str)):
+        ref = node.get("$ref") if isinstance(node, dict) else None
+        if not isinstance(ref, str):
             return node
-        target: Any = root
-        for part in node["$ref"].removeprefix("#").strip("/").split("/"):
+        target: JsonValue = root
+        for part in ref.removeprefix("#").strip("/").split("/"):
             target = target.get(part) if isinstance(target, dict) else None
         node = target
     return node
 
 
-def enums_reachable(schema: dict[str, Any]) -> bool:
+def enums_reachable(schema: dict[str, JsonValue]) -> bool:
     """Whether every integer enum of `schema` sits where `AnswerValidator`'s separate check
     finds it (reached from the root through `$ref`, `properties` and `items` only)."""
     reachable: set[int] = set()
     seen: set[int] = set()
 
-    def walk(node: Any) -> None:
+    def walk(node: JsonValue) -> None:
         node = _resolve_ref(node, schema)
         if not isinstance(node, dict) or id(node) in seen:
             return
@@ -155,15 +162,17 @@ def enums_reachable(schema: dict[str, Any]) -> bool:
         if _is_int_enum(node):
             reachable.add(id(node))
             return
-        for sub in (node.get("properties") or {}).values():
+        properties = node.get("properties")
+        for sub in (properties if isinstance(properties, dict) else {}).values():
             walk(sub)
-        if isinstance(node.get("items"), dict):
-            walk(node["items"])
+        items = node.get("items")
+        if isinstance(items, dict):
+            walk(items)
 
     walk(schema)
     everywhere: set[int] = set()
 
-    def collect(node: Any) -> None:
+    def collect(node: JsonValue) -> None:
         if isinstance(node, list):
             for item in node:
                 collect(item)
@@ -182,13 +191,13 @@ def check_answer(
     validator: Draft202012Validator | AnswerValidator,
     *,
     truncated: bool = False,
-) -> tuple[dict[str, Any] | None, tuple[str, ...]]:
+) -> tuple[dict[str, JsonValue] | None, tuple[str, ...]]:
     """Parse and validate one answer. Returns the object and no errors, or None and the
     problems as content-safe strings (JSON path and failed keyword, no values)."""
     if content is None or not content.strip():
         return None, ("$: empty answer",)
     try:
-        value = json.loads(content)
+        value: JsonValue = json.loads(content)
     except json.JSONDecodeError as exc:
         reason = "answer cut off at max_tokens" if truncated else "not valid JSON"
         return None, (f"$: {reason} (line {exc.lineno}, column {exc.colno})",)
@@ -201,7 +210,7 @@ def check_answer(
 
 
 def _schema_problems(
-    validator: Draft202012Validator | AnswerValidator, value: Any
+    validator: Draft202012Validator | AnswerValidator, value: JsonValue
 ) -> tuple[str, ...]:
     if isinstance(validator, AnswerValidator):
         found = sorted(set(validator.problems(value)))

@@ -22,13 +22,16 @@ import importlib.util
 import json
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import httpx
 
 _WARMED: dict[str, float] = {}
 _KEY_ENV = "NOTARIUS_WARM_UP_KEY"
 
 
-def _answer(request: Any) -> Any:
+def _answer(request: httpx.Request) -> httpx.Response:
     import httpx
 
     body = {

@@ -3,11 +3,16 @@ from the resolved profile and what `assets/` and `resources/` define."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import partial
-from typing import Any
 
-from dagster import Definitions, colored_console_logger, definitions, multiprocess_executor
+from dagster import (
+    AssetsDefinition,
+    Definitions,
+    colored_console_logger,
+    definitions,
+    multiprocess_executor,
+)
 
 from assets.automation import build_automation_sensor
 from assets.campaign import build_campaign_assets, pipeline_roster
@@ -47,7 +52,7 @@ session_executor = multiprocess_executor.configured(
 )
 
 
-def llm_not_ready(profile: dict[str, Any]) -> str | None:
+def llm_not_ready(profile: Mapping[str, object]) -> str | None:
     """The inbox sensor's check before it takes a transcript: the model's key and package."""
     from notarius_dagster.llm.preflight import readiness_problems
     from notarius_dagster.llm.profiles import LLMProfile
@@ -58,10 +63,20 @@ def llm_not_ready(profile: dict[str, Any]) -> str | None:
 
 
 def resolve_settings_pipeline(
-    settings: Settings, registry: LaneRegistry, **overrides: Any
+    settings: Settings,
+    registry: LaneRegistry,
+    *,
+    runtime_references: Sequence[RuntimeBinding] = (),
+    runtime_unbinds: Sequence[str] = (),
+    lanes: Sequence[str] | None = None,
 ) -> ResolvedPipeline:
     return resolve_profile_file(
-        settings.profile, llm_profile=settings.llm_profile, registry=registry, **overrides
+        settings.profile,
+        llm_profile=settings.llm_profile,
+        registry=registry,
+        runtime_references=runtime_references,
+        runtime_unbinds=runtime_unbinds,
+        lanes=lanes,
     )
 
 
@@ -87,7 +102,7 @@ def run_pipeline(
     return RunPipeline(pipeline=resolve((), ()), registry=lane_registry, resolve=resolve)
 
 
-def extra_assets(pipeline: ResolvedPipeline, registry: LaneRegistry) -> dict[str, Any]:
+def extra_assets(pipeline: ResolvedPipeline, registry: LaneRegistry) -> dict[str, AssetsDefinition]:
     """Optional session assets the profile switches on (today: the evidence context)."""
     evidence = build_evidence_context_asset(pipeline, registry)
     return {"evidence_context": evidence} if evidence is not None else {}

@@ -23,17 +23,20 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 
 from dagster import (
     AssetKey,
     DagsterEvent,
     DagsterInstance,
     Definitions,
+    ExecuteInProcessResult,
     JobDefinition,
+    JobExecutionResult,
     build_reconstructable_job,
     execute_job,
 )
+from pydantic import JsonValue
 
 from assets.jobs import SESSION_JOB_NAME
 from assets.partitions import sessions_partitions
@@ -41,8 +44,12 @@ from notarius_dagster.engine.errors import LLMUnavailableError, NotariusError
 from notarius_dagster.engine.redaction import redact_secrets
 from notarius_dagster.engine.registry import LaneRegistry
 from notarius_dagster.engine.resolution import RuntimeBinding
-from notarius_dagster.engine.session_steps import RuntimeOverrides
-from notarius_dagster.run.step_processes import start_forkserver, step_job_arguments
+from notarius_dagster.engine.session_steps import RunPipeline, RuntimeOverrides
+from notarius_dagster.run.step_processes import (
+    StepJobArguments,
+    start_forkserver,
+    step_job_arguments,
+)
 from notarius_dagster.run_guard import cli_run_tags
 from notarius_dagster.settings import (
     OFFLINE_SERVER_ENV,
@@ -51,6 +58,9 @@ from notarius_dagster.settings import (
     load_settings,
     store_paths,
 )
+
+if TYPE_CHECKING:
+    from assets.staleness import Staleness
 
 
 @dataclass(frozen=True)
@@ -165,21 +175,27 @@ def offline_server_for(
 
 
 def _job_key(
-    profile: str, data_root: str, bundles_root: str, llm_profile: str | None, lanes: Any
+    profile: str,
+    data_root: str,
+    bundles_root: str,
+    llm_profile: str | None,
+    lanes: list[str] | None,
 ) -> str:
     return json.dumps([profile, data_root, bundles_root, llm_profile, lanes])
 
 
-def _remember_job(job_arguments: dict[str, Any], job: JobDefinition) -> None:
-    """The job this process already built for a run, kept under the arguments its step
-    processes will ask for, so `execute_job` does not build it again here."""
-    digest = job_arguments["pipeline_digest"]
-    key = _job_key(**{k: v for k, v in job_arguments.items() if k in _KEY_ARGUMENTS})
+def _remember_job(job_arguments: StepJobArguments, digest: str, job: JobDefinition) -> None:
+    """The job this process already built for a run (from the pipeline of `digest`), kept
+    under the arguments its step processes will ask for, so `execute_job` does not build it
+    again here."""
+    key = _job_key(
+        job_arguments["profile"],
+        job_arguments["data_root"],
+        job_arguments["bundles_root"],
+        job_arguments["llm_profile"],
+        job_arguments["lanes"],
+    )
     _JOBS[key] = (digest, job)
-
-
-_KEY_ARGUMENTS = ("profile", "data_root", "bundles_root", "llm_profile", "lanes")
-"""The job arguments that say which job it is (the rest say how the run uses it)."""
 
 
 def run_session(
@@ -228,7 +244,7 @@ def run_session(
     )
     plan.for_run(overrides)  # the check each asset makes, made once before the run
     defs = definitions_for(settings, plan)
-    run_config: dict[str, Any] = {}
+    run_config: dict[str, JsonValue] = {}
     if overrides.active() or max_calls is not None or retry_rejected:
         run_config.update(
             runtime_references_config(
@@ -267,8 +283,8 @@ def run_session(
         job_arguments["pipeline_digest"] = plan.pipeline.digest
         # Step processes adopt it from their job's arguments (see `session_job`).
         job_arguments["offline_server"] = load_settings().offline_server
-        _remember_job(job_arguments, defs.resolve_job_def(SESSION_JOB_NAME))
-        result: Any = execute_job(
+        _remember_job(job_arguments, plan.pipeline.digest, defs.resolve_job_def(SESSION_JOB_NAME))
+        result: JobExecutionResult | ExecuteInProcessResult = execute_job(
             build_reconstructable_job(
                 "notarius_dagster.run.runner", "session_job", reconstructable_kwargs=job_arguments
             ),
@@ -300,11 +316,11 @@ def run_session(
 def _staleness(
     defs: Definitions,
     instance: DagsterInstance,
-    plan: Any,
+    plan: RunPipeline,
     overrides: RuntimeOverrides,
     settings: Settings,
     session_id: str,
-) -> Any:
+) -> Staleness:
     from assets.factory import external_inputs_digest
     from assets.graph_style import SESSION_GROUPS
     from assets.staleness import session_staleness
@@ -329,7 +345,7 @@ def _staleness(
     )
 
 
-def _first_error(result: Any) -> str | None:
+def _first_error(result: JobExecutionResult | ExecuteInProcessResult) -> str | None:
     """The first step failure's cause (`failure_text`), or a generic line."""
     if result.success:
         return None
@@ -365,7 +381,17 @@ def failure_text(event: DagsterEvent) -> str:
     return redact_secrets(f"{step}: " + ": ".join(p for p in parts if p))
 
 
-def _cause_text(error: Any) -> str:
+class _ErrorInfo(Protocol):
+    """What `_cause_text` reads of Dagster's serialized error info."""
+
+    @property
+    def message(self) -> str: ...
+
+    @property
+    def cls_name(self) -> str | None: ...
+
+
+def _cause_text(error: _ErrorInfo) -> str:
     """One wrapped cause (Dagster's serialized error info: `cls_name`, `message`)."""
     found = _ERRNO.search(error.message)
     if found:

@@ -22,10 +22,10 @@ import json
 import multiprocessing
 import os
 import signal
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from multiprocessing import forkserver, resource_tracker
 from pathlib import Path
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from notarius_dagster.settings import STEP_JOB_ENV
 from notarius_dagster.store import StorePaths
@@ -54,9 +54,22 @@ PRELOAD_MODULES = [
 an import."""
 
 
+class StepJobArguments(TypedDict):
+    """What `runner.session_job` rebuilds a run's job from: plain values, so they travel as
+    JSON (NOTARIUS_STEP_JOB) and as `build_reconstructable_job` keyword arguments."""
+
+    profile: str
+    data_root: str
+    bundles_root: str
+    llm_profile: str | None
+    lanes: list[str] | None
+    pipeline_digest: NotRequired[str]
+    offline_server: NotRequired[str | None]
+
+
 def step_job_arguments(
     profile: Path, store: StorePaths, llm_profile: str | None, lanes: Sequence[str] | None
-) -> dict[str, Any]:
+) -> StepJobArguments:
     """The plain arguments `runner.session_job` rebuilds a run's job from (what its step
     processes receive), the same whether `notarius run` announces them to the forkserver or
     the runner hands them to the executor."""
@@ -69,7 +82,7 @@ def step_job_arguments(
     }
 
 
-def start_forkserver(job_arguments: Mapping[str, Any] | None = None) -> None:
+def start_forkserver(job_arguments: StepJobArguments | None = None) -> None:
     """Start the forkserver now, in the background, rather than when the executor launches the
     first step, so its imports overlap with this process's own start-up (resolving the profile,
     opening the instance). With `job_arguments` (what `runner.session_job` takes) it also builds
