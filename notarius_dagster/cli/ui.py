@@ -21,7 +21,7 @@ import threading
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from notarius_dagster.cli.common import EXIT_USAGE, CommandError, add_command, add_store_options
 from notarius_dagster.report.publish import REPORTS_DIR
@@ -32,6 +32,9 @@ from notarius_dagster.settings import (
     load_settings,
     store_paths,
 )
+
+if TYPE_CHECKING:
+    from notarius_dagster.cli.common import Subcommands
 
 LOOPBACK = "127.0.0.1"
 UI_PORT = 3000
@@ -47,7 +50,7 @@ class ReadOnlyFiles(SimpleHTTPRequestHandler):
         self.send_header("Cache-Control", "no-store")  # a re-published bundle shows at once
         super().end_headers()
 
-    def log_message(self, format: str, *args: Any) -> None:
+    def log_message(self, format: str, *args: object) -> None:
         return None
 
 
@@ -101,7 +104,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
         files.shutdown()
 
 
-def add_ui_parser(sub: Any) -> None:
+def add_ui_parser(sub: Subcommands) -> None:
     parser = add_command(sub, "ui", cmd_ui, help="the Dagster UI, with the reports served")
     parser.add_argument("--port", type=int, default=UI_PORT, help="the UI's port (3000)")
     parser.add_argument(
