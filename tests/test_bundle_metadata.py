@@ -22,9 +22,10 @@ from assets.jobs import SESSION_JOB_NAME
 from notarius_dagster.engine.bundle_documents import Manifest
 from notarius_dagster.engine.lane_runner import LaneResult
 from notarius_dagster.engine.llm_contract import LLMUsage
-from notarius_dagster.engine.models import Rejection, RunWarning
+from notarius_dagster.engine.models import RunWarning
 from notarius_dagster.engine.outcome import manifest_outcome
 from notarius_dagster.settings import BUNDLE_BASE_URL_ENV
+from tests.bundle_doubles import rejection
 from tests.doubles import lane_responder
 from tests.llm_double import scripted_llm
 from tests.run_definitions import build_run_definitions
@@ -142,17 +143,8 @@ def test_a_session_whose_lanes_were_all_accepted_is_not_shown_as_rejected(
         bundle = materialize(tmp_path, instance)
     published = Manifest.model_validate_json((bundle / "manifest.json").read_text())
     assert [lane.status for lane in published.artifact_lanes] == ["accepted"]
-    rejection = Rejection(
-        stage="validate",
-        lane="npcs",
-        module="dnd.npcs.validate",
-        chunk_id="chunk-0002",
-        validator="support",
-        message="1 record(s) cite no unit that mentions them",
-        attempts=1,
-    )
     manifest = published.model_copy(
-        update={"validation_status": "rejected", "rejected": (rejection,)}
+        update={"validation_status": "rejected", "rejected": (rejection(),)}
     )
     usage = LLMUsage()
     headline = summary_markdown(manifest, [], usage, usage, []).splitlines()[0]
