@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from notarius_dagster.engine.registry import ChunkerSpec
 from notarius_dagster.engine.resolution import RuntimeBinding, resolve_pipeline
 from notarius_dagster.engine.transcripts import register_transcript
 from notarius_dagster.modules import registry
-from notarius_dagster.run.runner import run_session
+from notarius_dagster.run.runner import RunOutcome, run_session
 
 SECRET = "GLOSSARY-CONTENT-MARKER-7731"
 GLOSSARY = ReferenceSlot(
@@ -278,6 +279,29 @@ def test_malformed_generated_reference_is_an_error_never_unbound() -> None:
         )
 
 
+def add_session(tmp_path: Path, session_id: str, texts: Sequence[str] = ("hello",)) -> None:
+    """Register a transcript of DM lines `texts` as `session_id` in the store under tmp_path."""
+    transcript = tmp_path / f"{session_id}.jsonl"
+    transcript.write_text("".join(json.dumps({"text": t, "speaker": "DM"}) + "\n" for t in texts))
+    register_transcript(tmp_path / "data" / "transcripts", session_id, transcript)
+
+
+def run_profile(
+    tmp_path: Path, instance: DagsterInstance, session_id: str, cfg: Path, **kw: Any
+) -> RunOutcome:
+    """`run_session` of `session_id` with profile `cfg`, the store under tmp_path, this test
+    module's registry."""
+    return run_session(
+        session_id=session_id,
+        profile=cfg,
+        data_root=tmp_path / "data",
+        instance=instance,
+        quiet=True,
+        registry=REGISTRY,
+        **kw,
+    )
+
+
 def test_reference_content_never_reaches_bundle_or_metadata(
     tmp_path: Path, instance: DagsterInstance
 ) -> None:
@@ -285,19 +309,8 @@ def test_reference_content_never_reaches_bundle_or_metadata(
     glossary.write_text(f"{SECRET}\nsecond line\n")
     cfg = tmp_path / "refs.yaml"
     cfg.write_text(json.dumps(profile(lane_refs={"glossary": {"path": "glossary.txt"}})))
-    transcript = tmp_path / "t.jsonl"
-    transcript.write_text(
-        "".join(json.dumps({"text": f"line {i}", "speaker": "DM"}) + "\n" for i in range(6))
-    )
-    register_transcript(tmp_path / "data" / "transcripts", "refs", transcript)
-    outcome = run_session(
-        session_id="refs",
-        profile=cfg,
-        data_root=tmp_path / "data",
-        instance=instance,
-        quiet=True,
-        registry=REGISTRY,
-    )
+    add_session(tmp_path, "refs", [f"line {i}" for i in range(6)])
+    outcome = run_profile(tmp_path, instance, "refs", cfg)
     assert outcome.success, outcome.error
     bundle = tmp_path / "data" / "bundles" / "refs"
     npcs = json.loads((bundle / "lanes" / "npcs.json").read_text())
@@ -323,9 +336,7 @@ def test_runtime_reference_through_dagster_run_config(
     (tmp_path / "long.txt").write_text("a\nb\nc\n")
     cfg = tmp_path / "refs.yaml"
     cfg.write_text(json.dumps(profile(lane_refs={"glossary": {"path": "short.txt"}})))
-    transcript = tmp_path / "t.jsonl"
-    transcript.write_text(json.dumps({"text": "hello", "speaker": "DM"}) + "\n")
-    register_transcript(tmp_path / "data" / "transcripts", "rc", transcript)
+    add_session(tmp_path, "rc")
     instance.add_dynamic_partitions("sessions", ["rc"])
     defs = build_run_definitions(profile=cfg, data_root=tmp_path / "data", registry=REGISTRY)
     result = defs.resolve_job_def("materialize_session").execute_in_process(
@@ -357,17 +368,8 @@ def test_chunker_reference_provenance_and_warnings_reach_the_bundle(
     }
     cfg = tmp_path / "refs.yaml"
     cfg.write_text(json.dumps(data))
-    transcript = tmp_path / "t.jsonl"
-    transcript.write_text(json.dumps({"text": "hello", "speaker": "DM"}) + "\n")
-    register_transcript(tmp_path / "data" / "transcripts", "styled", transcript)
-    outcome = run_session(
-        session_id="styled",
-        profile=cfg,
-        data_root=tmp_path / "data",
-        instance=instance,
-        quiet=True,
-        registry=REGISTRY,
-    )
+    add_session(tmp_path, "styled")
+    outcome = run_profile(tmp_path, instance, "styled", cfg)
     assert outcome.success, outcome.error
     bundle = tmp_path / "data" / "bundles" / "styled"
     manifest = json.loads((bundle / "manifest.json").read_text())
@@ -391,17 +393,13 @@ def test_cli_and_ui_runtime_references_take_one_path_with_one_error(
     (tmp_path / "long.txt").write_text("a\nb\nc\n")
     cfg = tmp_path / "refs.yaml"
     cfg.write_text(json.dumps(profile(lane_refs={"glossary": {"path": "short.txt"}})))
-    transcript = tmp_path / "t.jsonl"
-    transcript.write_text(json.dumps({"text": "hello", "speaker": "DM"}) + "\n")
-    register_transcript(tmp_path / "data" / "transcripts", "cli", transcript)
-    outcome = run_session(
-        session_id="cli",
-        profile=cfg,
-        data_root=tmp_path / "data",
-        instance=instance,
-        quiet=True,
+    add_session(tmp_path, "cli")
+    outcome = run_profile(
+        tmp_path,
+        instance,
+        "cli",
+        cfg,
         runtime_references=[RuntimeBinding(selector="glossary", path=str(tmp_path / "long.txt"))],
-        registry=REGISTRY,
     )
     assert outcome.success, outcome.error
     bundle = tmp_path / "data" / "bundles" / "cli"
@@ -416,14 +414,12 @@ def test_cli_and_ui_runtime_references_take_one_path_with_one_error(
     }
 
     with pytest.raises(NotariusError) as refused:
-        run_session(
-            session_id="typo",
-            profile=cfg,
-            data_root=tmp_path / "data",
-            instance=instance,
-            quiet=True,
+        run_profile(
+            tmp_path,
+            instance,
+            "typo",
+            cfg,
             runtime_references=[RuntimeBinding(selector="glosary", path="x.txt")],
-            registry=REGISTRY,
         )
     message = str(refused.value)
     assert message.startswith("runtime references: profile 'refs.yaml': --reference glosary")
@@ -458,9 +454,7 @@ def test_each_reference_file_is_validated_before_parsing_and_read_once_by_its_us
     }
     cfg = tmp_path / "refs.yaml"
     cfg.write_text(json.dumps(data))
-    transcript = tmp_path / "t.jsonl"
-    transcript.write_text(json.dumps({"text": "hello", "speaker": "DM"}) + "\n")
-    register_transcript(tmp_path / "data" / "transcripts", "once", transcript)
+    add_session(tmp_path, "once")
     reads: list[str] = []
     read_file = references_module.read_regular_file
 
@@ -469,39 +463,18 @@ def test_each_reference_file_is_validated_before_parsing_and_read_once_by_its_us
         return read_file(path, limit, what=what, name=name)
 
     monkeypatch.setattr(references_module, "read_regular_file", counting)
-    outcome = run_session(
-        session_id="once",
-        profile=cfg,
-        data_root=tmp_path / "data",
-        instance=instance,
-        quiet=True,
-        registry=REGISTRY,
-    )
+    outcome = run_profile(tmp_path, instance, "once", cfg)
     assert outcome.success, outcome.error
     assert (reads.count("glossary.txt"), reads.count("style.md")) == (2, 2)
 
     (tmp_path / "glossary.txt").unlink()
     (tmp_path / "data" / "transcripts" / "once.jsonl").write_text('{"speaker": "DM"}\n')
-    failed = run_session(
-        session_id="once",
-        profile=cfg,
-        data_root=tmp_path / "data",
-        instance=instance,
-        quiet=True,
-        registry=REGISTRY,
-    )
+    failed = run_profile(tmp_path, instance, "once", cfg)
     assert not failed.success and failed.error is not None
     assert failed.error.startswith("source_document: ")
     assert "reference npcs.extract.glossary: file 'glossary.txt' not found" in failed.error
     (tmp_path / "glossary.txt").write_bytes(b"caf\xe9\n")
-    undecodable = run_session(
-        session_id="once",
-        profile=cfg,
-        data_root=tmp_path / "data",
-        instance=instance,
-        quiet=True,
-        registry=REGISTRY,
-    )
+    undecodable = run_profile(tmp_path, instance, "once", cfg)
     assert not undecodable.success and undecodable.error is not None
     assert undecodable.error.startswith("source_document: ")
     assert "reference npcs.extract.glossary: file 'glossary.txt' is not UTF-8" in undecodable.error
