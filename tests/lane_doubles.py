@@ -384,3 +384,16 @@ def npc_artifact(
             for npc_id, name, aliases in npcs
         ],
     }
+
+
+def write_lane_folder(folder: Path, *, lane_py: str, model_py: str, prompt: str) -> Path:
+    """A lane folder outside the package, as a person adds one (docs/lanes.md): `lane.py`
+    declaring `LANE`, `model.py` with its record model (both dedented) and `prompt.md`."""
+    import textwrap
+
+    folder.mkdir(parents=True)
+    (folder / "__init__.py").write_text('"""A lane folder outside the package."""\n')
+    (folder / "lane.py").write_text(textwrap.dedent(lane_py))
+    (folder / "model.py").write_text(textwrap.dedent(model_py))
+    (folder / "prompt.md").write_text(prompt)
+    return folder

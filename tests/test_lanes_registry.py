@@ -7,7 +7,6 @@ runner as the real ones)."""
 from __future__ import annotations
 
 import json
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ from notarius_dagster.modules import registry
 from notarius_dagster.schemas import generated, lane_table, lanes_doc, stale_docs
 from notarius_dagster.settings import REPO_ROOT
 from tests.conftest import make_document
+from tests.lane_doubles import write_lane_folder
 from tests.llm_double import double_profile, scripted_llm
 
 DND = REPO_ROOT / "notarius_dagster" / "dnd"
@@ -215,13 +215,9 @@ PROFILE = {
 
 
 def write_lane(root: Path) -> Path:
-    folder = root / "throwaway_sightings"
-    folder.mkdir()
-    (folder / "__init__.py").write_text('"""A lane folder outside the package."""\n')
-    (folder / "lane.py").write_text(textwrap.dedent(LANE_PY))
-    (folder / "model.py").write_text(textwrap.dedent(MODEL_PY))
-    (folder / "prompt.md").write_text(PROMPT_MD)
-    return folder
+    return write_lane_folder(
+        root / "throwaway_sightings", lane_py=LANE_PY, model_py=MODEL_PY, prompt=PROMPT_MD
+    )
 
 
 def sightings(messages: list[dict[str, Any]], response_format: Any) -> str:

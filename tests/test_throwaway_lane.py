@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from notarius_dagster.modules import registry
 from notarius_dagster.report import report_path
 from notarius_dagster.run.runner import run_session
 from tests.doubles import units_in
+from tests.lane_doubles import write_lane_folder
 from tests.llm_double import scripted_llm
 from tests.run_definitions import build_run_definitions
 
@@ -82,14 +82,10 @@ LINES = [
 ]
 
 
-def write_lane_folder(root: Path) -> Path:
-    folder = root / "owl_sightings"
-    folder.mkdir(parents=True)
-    (folder / "__init__.py").write_text('"""A lane folder outside the package."""\n')
-    (folder / "lane.py").write_text(textwrap.dedent(LANE_PY))
-    (folder / "model.py").write_text(textwrap.dedent(MODEL_PY))
-    (folder / "prompt.md").write_text(PROMPT_MD)
-    return folder
+def write_owl_lane(root: Path) -> Path:
+    return write_lane_folder(
+        root / "owl_sightings", lane_py=LANE_PY, model_py=MODEL_PY, prompt=PROMPT_MD
+    )
 
 
 def owls(messages: list[dict[str, Any]], response_format: Any) -> str:
@@ -105,7 +101,7 @@ def owls(messages: list[dict[str, Any]], response_format: Any) -> str:
 def test_a_lane_from_a_temporary_folder_reaches_the_bundle_the_report_and_the_ui(
     tmp_path: Path, instance: DagsterInstance
 ) -> None:
-    lanes = registry([write_lane_folder(tmp_path / "plugins")])
+    lanes = registry([write_owl_lane(tmp_path / "plugins")])
     profile = tmp_path / "owls.yaml"
     profile.write_text(
         yaml.safe_dump(
