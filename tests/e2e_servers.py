@@ -14,7 +14,8 @@ runs the daemon launches in its own processes call it through litellm's real Ope
 Use the fixture `dagster_servers` (session-scoped: one set of servers for all of them) after
 `pytest_plugins = ["tests.e2e_servers"]`. The servers are always stopped, by killing their
 process group, however the tests end. Their combined log is kept in the temporary folder and
-its tail is shown when a wait fails."""
+its tail is shown when a wait fails. Browser tests take the fixture `page`: a fresh Chromium page
+on the servers, the newsletter dialog dismissed, a screenshot kept when the test fails."""
 
 from __future__ import annotations
 
@@ -31,11 +32,17 @@ import urllib.request
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from tests.llm_double import ResponderServer, loopback_environ, loopback_profile_file
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, Page
+
+UI_TIMEOUT_MS = 30_000
+"""How long a browser test waits for the UI to act or show something (loaded 2-core machine)."""
 
 REPO = Path(__file__).resolve().parent.parent
 VENV_BIN = REPO / ".venv" / "bin"
@@ -321,3 +328,38 @@ def dagster_servers(
         yield servers
     finally:
         servers.stop()
+
+
+@pytest.fixture
+def page(
+    browser: Browser,
+    dagster_servers: DagsterServers,
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Page]:
+    """A fresh page; if the test fails, a full-page screenshot is saved and its path shown."""
+    # A fresh instance greets the first visitor on localhost with a newsletter dialog that can
+    # land on top of another dialog; tell the instance it has been seen, as "Skip" would.
+    assert dagster_servers.graphql("mutation { setNuxSeen }")["setNuxSeen"] is True
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(UI_TIMEOUT_MS)
+    # Assertions wait as long as actions do: on a loaded 2-core machine a page can take more
+    # than Playwright's default 5 s to show what it will show.
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=UI_TIMEOUT_MS)
+    # Should the dialog still appear (another Dagster release), dismiss it.
+    page.add_locator_handler(
+        page.get_by_text("Join the Dagster community"),
+        lambda: page.get_by_role("button", name="Skip").click(),
+    )
+    failures_before = request.session.testsfailed
+    try:
+        yield page
+    finally:
+        if request.session.testsfailed > failures_before:  # the call phase has been reported
+            shot = tmp_path_factory.mktemp("screenshots") / f"{request.node.name}.png"
+            page.screenshot(path=str(shot), full_page=True)
+            print(f"\nscreenshot of the failing page: {shot}")
+        context.close()

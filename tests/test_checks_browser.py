@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +29,7 @@ from notarius_dagster.engine.transcripts import register_transcript
 from tests.browser import artifacts
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser, Locator, Page
+    from playwright.sync_api import Locator, Page
 
     from tests.e2e_servers import DagsterServers
 
@@ -39,7 +38,6 @@ pytest_plugins = ["tests.e2e_servers"]
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "samples" / "crd3-c2e001-slice.jsonl"
 SESSION = "e2e-checks"
-UI_TIMEOUT_MS = 30_000
 RUN_TIMEOUT_S = 240.0
 LOCATION = "notarius"
 REPOSITORY = "__repository__"  # the repository Dagster names a `Definitions` object
@@ -83,25 +81,6 @@ query Executions($key: AssetKeyInput!, $name: String!, $partition: String) {
   }
 }
 """
-
-
-@pytest.fixture
-def page(browser: Browser, dagster_servers: DagsterServers) -> Iterator[Page]:
-    assert dagster_servers.graphql("mutation { setNuxSeen }")["setNuxSeen"] is True
-    context = browser.new_context(viewport={"width": 1400, "height": 900})
-    page = context.new_page()
-    page.set_default_timeout(UI_TIMEOUT_MS)
-    from playwright.sync_api import expect
-
-    expect.set_options(timeout=UI_TIMEOUT_MS)
-    page.add_locator_handler(
-        page.get_by_text("Join the Dagster community"),
-        lambda: page.get_by_role("button", name="Skip").click(),
-    )
-    try:
-        yield page
-    finally:
-        context.close()
 
 
 def launch(servers: DagsterServers, session: str, assets: list[str] | None = None) -> str:

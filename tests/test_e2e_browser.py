@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,7 +22,7 @@ from notarius_dagster.engine.transcripts import register_transcript
 from tests.browser import artifacts
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser, Page
+    from playwright.sync_api import Page
 
     from tests.e2e_servers import DagsterServers
 
@@ -33,42 +32,6 @@ REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "samples" / "crd3-c2e001-slice.jsonl"
 SESSION = "e2e-browser"
 RUN_TIMEOUT_MS = 240_000
-UI_TIMEOUT_MS = 30_000
-
-
-@pytest.fixture
-def page(
-    browser: Browser,
-    dagster_servers: DagsterServers,
-    request: pytest.FixtureRequest,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[Page]:
-    """A fresh page; if the test fails, a full-page screenshot is saved and its path shown."""
-    # A fresh instance greets the first visitor on localhost with a newsletter dialog that can
-    # land on top of another dialog; tell the instance it has been seen, as "Skip" would.
-    assert dagster_servers.graphql("mutation { setNuxSeen }")["setNuxSeen"] is True
-    context = browser.new_context(viewport={"width": 1400, "height": 900})
-    page = context.new_page()
-    page.set_default_timeout(UI_TIMEOUT_MS)
-    # Assertions wait as long as actions do: on a loaded 2-core machine a page can take more
-    # than Playwright's default 5 s to show what it will show.
-    from playwright.sync_api import expect
-
-    expect.set_options(timeout=UI_TIMEOUT_MS)
-    # Should the dialog still appear (another Dagster release), dismiss it.
-    page.add_locator_handler(
-        page.get_by_text("Join the Dagster community"),
-        lambda: page.get_by_role("button", name="Skip").click(),
-    )
-    failures_before = request.session.testsfailed
-    try:
-        yield page
-    finally:
-        if request.session.testsfailed > failures_before:  # the call phase has been reported
-            shot = tmp_path_factory.mktemp("screenshots") / f"{request.node.name}.png"
-            page.screenshot(path=str(shot), full_page=True)
-            print(f"\nscreenshot of the failing page: {shot}")
-        context.close()
 
 
 @pytest.fixture
