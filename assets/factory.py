@@ -26,6 +26,7 @@ from dagster import (
     AssetIn,
     AssetKey,
     AssetMaterialization,
+    AssetOut,
     AssetsDefinition,
     AssetSpec,
     BetaWarning,
@@ -37,6 +38,7 @@ from dagster import (
     Output,
     RetryRequested,
     asset,
+    multi_asset,
 )
 
 from assets.automation import session_condition
@@ -78,12 +80,14 @@ from notarius_dagster.engine.registry import LaneRegistry
 from notarius_dagster.engine.resolution import ResolvedLane, ResolvedPipeline
 from notarius_dagster.engine.session_bundle import publish_session_bundle
 from notarius_dagster.engine.session_steps import (
+    LaneOutcome,
     RunPipeline,
     RuntimeOverrides,
     chunk_document,
     file_bindings,
+    lane_levels,
     load_source_document,
-    run_lane_step,
+    run_lane_level,
 )
 from notarius_dagster.engine.transcripts import stored_transcript
 from notarius_dagster.report.publish import report_path, report_url
@@ -92,13 +96,19 @@ from resources.bundle_store import BundleStore
 from resources.llm import LLMResource
 
 
-def versioned_output(value: Any, data_version: DataVersion, metadata: dict[str, Any]) -> Output:
+def versioned_output(
+    value: Any,
+    data_version: DataVersion,
+    metadata: dict[str, Any],
+    *,
+    output_name: str = "result",
+) -> Output:
     """`Output(value, data_version=...)`: the data versions staleness reads
     (assets/staleness.py). The parameter is beta in Dagster 1.13; its warning is silenced here,
     for this one call, rather than for the whole process at import."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=BetaWarning, message=".*data_version.*")
-        return Output(value, data_version=data_version, metadata=metadata)
+        return Output(value, output_name=output_name, data_version=data_version, metadata=metadata)
 
 
 TRANSCRIPT = AssetKey("transcript")
@@ -128,8 +138,10 @@ def asset_name(lane_id: str) -> str:
 
 
 def runtime_reference_assets(pipeline: ResolvedPipeline) -> list[str]:
-    """The assets that take `RuntimeReferences` config, in graph order."""
-    return ["source_document", "chunk_map", *(asset_name(lane.id) for lane in pipeline.lanes)]
+    """The steps (ops) that take `RuntimeReferences` config, in graph order: the lanes' are
+    their levels' steps (`level_op_name`)."""
+    levels = [level_op_name(n) for n in range(len(lane_levels(pipeline)))]
+    return ["source_document", "chunk_map", *levels]
 
 
 RETRY_REJECTED_CONFIG = "retry_rejected"
@@ -149,7 +161,7 @@ def runtime_references_config(
     config: dict[str, Any] = {"references": dict(references), "unbind": list(unbind)}
     if max_calls is not None:
         config["max_calls"] = max_calls
-    lanes = {asset_name(lane.id) for lane in pipeline.lanes}
+    lanes = {level_op_name(n) for n in range(len(lane_levels(pipeline)))}
     return {
         "ops": {
             name: {
@@ -233,10 +245,15 @@ LANE_STEP_RETRIES = 2
 """Step retries of a lane after a transient provider error outlasted the client's retries."""
 
 
+def _text(exc: BaseException, what: str) -> str:
+    """`what: <the engine's message>`, with anything shaped like a credential redacted."""
+    return redact_secrets(f"{what}: {exc}")
+
+
 def _fail(exc: NotariusError, what: str) -> Failure:
     """A content-safe failure a person can act on (the engine's message, not a traceback),
     with anything shaped like a credential redacted."""
-    return Failure(description=redact_secrets(f"{what}: {exc}"))
+    return Failure(description=_text(exc, what))
 
 
 def _fail_unexpected(exc: BaseException, what: str) -> Failure:
@@ -391,29 +408,77 @@ def lane_deadline(context: AssetExecutionContext, step_key: str, seconds: float)
     return LaneDeadline.starting_at(started, seconds)
 
 
-def build_lane_asset(
-    plan: RunPipeline, lane: ResolvedLane, max_rejection: float
-) -> AssetsDefinition:
-    """The lane's asset; its step also evaluates the lane's checks (assets/checks.py) on the
-    value it has just produced, with `max_rejection` as the rejection threshold."""
-    spec = plan.registry.lane(lane.id)
-    key = AssetKey(asset_name(lane.id))
-    policy = plan.pipeline.publish
-    ins = {"source_document": AssetIn("source_document"), "chunk_map": AssetIn("chunk_map")}
-    for dep in lane.depends_on:
-        ins[asset_name(dep)] = AssetIn(asset_name(dep))
+def level_op_name(level: int) -> str:
+    """The step that runs the lanes of dependency level `level` (0-based): `lanes_1`,
+    `lanes_2`, ... Each lane stays its own asset; the step is how they execute."""
+    return f"lanes_{level + 1}"
 
-    @session_asset(
-        asset_name(lane.id),
-        LANES_GROUP,
+
+def build_lane_level_asset(
+    plan: RunPipeline, level: int, lanes: Sequence[ResolvedLane], max_rejection: float
+) -> AssetsDefinition:
+    """The assets of one dependency level of lanes (`lane_levels`), executed by one step that
+    runs the selected lanes at the same time (`run_lane_level`). Each lane is its own asset
+    (code version, data version, checks, automation condition, lineage to the lanes it
+    references) and can be materialized alone: the step is subsettable and runs only the
+    lanes selected. The step also evaluates each lane's checks (assets/checks.py) on the value
+    it has just produced, with `max_rejection` as the rejection threshold.
+
+    A lane that fails does not stop the others of its level: their values and checks are
+    recorded first, then the step fails naming each lane that failed, so no later level runs.
+    A transient provider error that outlasted the client's retries retries the whole step
+    (Dagster's step retry; the lanes that had finished reuse their checkpoints and call
+    nothing)."""
+    policy = plan.pipeline.publish
+    op_name = level_op_name(level)
+    ins = {"source_document": AssetIn("source_document"), "chunk_map": AssetIn("chunk_map")}
+    for lane in lanes:
+        for dep in lane.depends_on:
+            ins[asset_name(dep)] = AssetIn(asset_name(dep))
+    specs = {lane.id: plan.registry.lane(lane.id) for lane in lanes}
+    outs = {
+        asset_name(lane.id): AssetOut(
+            key=AssetKey(asset_name(lane.id)),
+            group_name=LANES_GROUP,
+            owners=owners(),
+            kinds={"python", "json"},
+            code_version=lane_code_version(lane, specs[lane.id]),
+            automation_condition=session_condition(),
+            tags={"notarius/lane": lane.id},
+            description=lane_description(lane, specs[lane.id]),
+            is_required=False,
+        )
+        for lane in lanes
+    }
+    internal_deps = {
+        asset_name(lane.id): {
+            AssetKey("source_document"),
+            AssetKey("chunk_map"),
+            *(AssetKey(asset_name(dep)) for dep in lane.depends_on),
+        }
+        for lane in lanes
+    }
+    check_specs = [
+        spec
+        for lane in lanes
+        for spec in lane_check_specs(
+            AssetKey(asset_name(lane.id)), lane.kind, max_rejection, policy
+        )
+    ]
+
+    @multi_asset(
+        name=op_name,
+        outs=outs,
         ins=ins,
-        code_version=lane_code_version(lane, spec),
+        internal_asset_deps=internal_deps,
+        partitions_def=sessions_partitions,
+        can_subset=True,
         pool="llm",
-        tags={"notarius/lane": lane.id},
-        description=lane_description(lane, spec),
-        check_specs=lane_check_specs(key, lane.kind, max_rejection, policy),
+        check_specs=check_specs,
+        description=f"Runs the lanes of level {level + 1} "
+        f"({', '.join(lane.id for lane in lanes)}) at the same time.",
     )
-    def lane_asset(
+    def lane_level(
         context: AssetExecutionContext,
         config: RuntimeReferences,
         llm: LLMResource,
@@ -421,63 +486,101 @@ def build_lane_asset(
         **upstream: Any,
     ) -> Iterator[Output[LaneResult] | AssetCheckResult]:
         ensure_run_tags(context, plan.pipeline)
-        deadline = lane_deadline(context, asset_name(lane.id), llm.profile.lane_deadline_s)
-        try:
-            result = run_lane_step(
-                plan,
-                lane.id,
-                config.overrides(),
-                document=upstream["source_document"],
-                chunks=upstream["chunk_map"],
-                upstream={dep: upstream[asset_name(dep)] for dep in lane.depends_on},
-                open_client=llm.client,
-                session_id=context.partition_key,
-                llm_fingerprint=llm.fingerprint(),
-                max_concurrency=llm.profile.max_concurrency,
-                checkpoints=lane_checkpoints(store, config.retry_rejected),
-                progress=lambda msg: context.log.info(f"progress: {msg}"),
-                deadline=deadline,
-            )
-        except TransientLLMError as exc:
-            if deadline.remaining() <= STEP_RETRY_WAIT_S:  # a retry would start past it
-                raise _fail(deadline.error(lane.id, cause=str(exc)), f"lane {lane.id}") from None
-            # Dagster's own message when step retries run out is only `Exceeded max_retries`:
-            # the last attempt fails with the provider's cause instead.
-            attempt = context.retry_number + 1
-            if context.retry_number >= LANE_STEP_RETRIES:
-                raise _fail(
-                    exc, f"lane {lane.id}: failed in each of {attempt} step attempts; last"
-                ) from None
-            context.log.warning(
-                redact_secrets(
-                    f"lane {lane.id}: step attempt {attempt} of {LANE_STEP_RETRIES + 1} failed "
-                    f"({exc}); retrying in {STEP_RETRY_WAIT_S} s"
-                )
-            )
-            raise RetryRequested(
-                max_retries=LANE_STEP_RETRIES, seconds_to_wait=STEP_RETRY_WAIT_S
-            ) from None
-        except LLMUnavailableError as exc:
-            raise _fail(exc, f"lane {lane.id}: the chosen LLM tier is unavailable") from None
-        except (LLMError, NotariusError) as exc:
-            raise _fail(exc, f"lane {lane.id}") from None
-        except (OSError, MemoryError) as exc:
-            raise _fail_unexpected(exc, f"lane {lane.id}") from None
-        yield versioned_output(
-            result, lane_data_version(result), lane_metadata(result, spec.artifact_kind)
+        selected = [
+            lane for lane in lanes if AssetKey(asset_name(lane.id)) in context.selected_asset_keys
+        ]
+        llm.load_client()  # before the deadline starts: the import is not the lanes' time
+        deadline = lane_deadline(context, op_name, llm.profile.lane_deadline_s)
+        outcomes = run_lane_level(
+            plan,
+            [lane.id for lane in selected],
+            config.overrides(),
+            document=upstream["source_document"],
+            chunks=upstream["chunk_map"],
+            upstream={
+                dep: upstream[asset_name(dep)] for lane in selected for dep in lane.depends_on
+            },
+            open_client=llm.client,
+            session_id=context.partition_key,
+            llm_fingerprint=llm.fingerprint(),
+            max_concurrency=llm.profile.max_concurrency,
+            checkpoints=lane_checkpoints(store, config.retry_rejected),
+            progress=lambda msg: context.log.info(f"progress: {msg}"),
+            deadline=deadline,
         )
-        # After the value: a blocking check that fails stops the downstream assets, and the
-        # lane's value stays stored for a re-run (docs/operations.md, "Checks").
-        yield from lane_check_results(
-            key,
-            result,
-            upstream["source_document"],
-            spec.artifact_kind,
-            max_rejection,
-            policy,
-        )
+        failed = [o for o in outcomes if o.error is not None]
+        if failed and all(isinstance(o.error, TransientLLMError) for o in failed):
+            retry_level(context, deadline, failed)
+        for lane, outcome in zip(selected, outcomes, strict=True):
+            if outcome.result is None:
+                continue
+            key = AssetKey(asset_name(lane.id))
+            kind = specs[lane.id].artifact_kind
+            yield versioned_output(
+                outcome.result,
+                lane_data_version(outcome.result),
+                lane_metadata(outcome.result, kind),
+                output_name=asset_name(lane.id),
+            )
+            # After the value: a blocking check that fails stops the downstream assets, and
+            # the lane's value stays stored for a re-run (docs/operations.md, "Checks").
+            yield from lane_check_results(
+                key, outcome.result, upstream["source_document"], kind, max_rejection, policy
+            )
+        if failed:
+            raise lanes_failure(failed, context.retry_number, deadline)
 
-    return lane_asset
+    return lane_level
+
+
+def retry_level(
+    context: AssetExecutionContext, deadline: LaneDeadline, failed: Sequence[LaneOutcome]
+) -> None:
+    """Ask Dagster to retry the level's step after transient provider errors (each lane's
+    error outlasted the client's own retries), unless the deadline or the step's tries are
+    spent; then the step fails with the provider's cause (`lanes_failure`) instead of
+    Dagster's bare `Exceeded max_retries`."""
+    if deadline.remaining() <= STEP_RETRY_WAIT_S:  # a retry would start past it
+        return
+    if context.retry_number >= LANE_STEP_RETRIES:
+        return
+    attempt = context.retry_number + 1
+    for outcome in failed:
+        context.log.warning(
+            redact_secrets(
+                f"lane {outcome.lane_id}: step attempt {attempt} of {LANE_STEP_RETRIES + 1} "
+                f"failed ({outcome.error}); retrying in {STEP_RETRY_WAIT_S} s"
+            )
+        )
+    raise RetryRequested(max_retries=LANE_STEP_RETRIES, seconds_to_wait=STEP_RETRY_WAIT_S)
+
+
+def lanes_failure(
+    failed: Sequence[LaneOutcome], retry_number: int, deadline: LaneDeadline
+) -> Failure:
+    """One failure naming every lane of the step that failed, each with its cause (content-safe:
+    the engine's messages, redacted)."""
+    return Failure(
+        description="; ".join(lane_failure_text(o, retry_number, deadline) for o in failed)
+    )
+
+
+def lane_failure_text(outcome: LaneOutcome, retry_number: int, deadline: LaneDeadline) -> str:
+    """Why one lane failed, as `lane <id>: ...` (the wording each lane step used)."""
+    exc, what = outcome.error, f"lane {outcome.lane_id}"
+    if isinstance(exc, TransientLLMError):
+        if deadline.remaining() <= STEP_RETRY_WAIT_S:  # a retry would have started past it
+            return _text(deadline.error(outcome.lane_id, cause=str(exc)), what)
+        if retry_number >= LANE_STEP_RETRIES:
+            return _text(exc, f"{what}: failed in each of {retry_number + 1} step attempts; last")
+        return _text(exc, what)
+    if isinstance(exc, LLMUnavailableError):
+        return _text(exc, f"{what}: the chosen LLM tier is unavailable")
+    if isinstance(exc, (LLMError, NotariusError)):
+        return _text(exc, what)
+    if isinstance(exc, (OSError, MemoryError)):
+        return f"{what}: {cause_of(exc)}"
+    return f"{what}: {cause_of(exc) if exc is not None else 'failed'}"
 
 
 def build_bundle_asset(
@@ -588,7 +691,10 @@ def build_session_assets(
         build_chunk_map_asset(plan),
     ]
     max_rejection = max_rejection_rate()
-    assets.extend(build_lane_asset(plan, lane, max_rejection) for lane in pipeline.lanes)
+    assets.extend(
+        build_lane_level_asset(plan, level, lanes, max_rejection)
+        for level, lanes in enumerate(lane_levels(pipeline))
+    )
     assets.extend((extra or {}).values())
     assets.append(build_bundle_asset(pipeline, plan.registry, with_evidence=with_evidence))
     return assets

@@ -14,6 +14,7 @@ secret there and the database holds only the variable's name."""
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import os
 from collections.abc import Iterator, Mapping, MutableMapping
@@ -49,6 +50,12 @@ class LLMResource(ConfigurableResource):
 
     def fingerprint(self) -> str:
         return self.profile.fingerprint()
+
+    def load_client(self) -> None:
+        """Import the LLM client (and litellm with it) now: what a lane step does before its
+        deadline starts, so the seconds of the import (once per process) never count against
+        a lane's `lane_deadline_s`."""
+        importlib.import_module("notarius_dagster.llm.client")
 
     @contextmanager
     def client(self) -> Iterator[LiteLLMClient]:

@@ -136,8 +136,8 @@ def test_checks_are_evaluated_in_the_step_of_their_asset(
     tmp_path: Path, instance: DagsterInstance
 ) -> None:
     """No step of their own: each check's evaluation comes from the step that materialized
-    its asset, so a run has one step per asset (a step is a process under the multiprocess
-    executor: docs/operations.md, "Concurrency")."""
+    its asset (a lane's is its level's step, `lanes_1`), so a run has no step for checks
+    (docs/operations.md, "Concurrency and retries")."""
     run_id = materialize(tmp_path, instance, "in-step", lane_responder)
     records = instance.get_records_for_run(
         run_id, of_type=DagsterEventType.ASSET_CHECK_EVALUATION
@@ -148,15 +148,15 @@ def test_checks_are_evaluated_in_the_step_of_their_asset(
         if r.event_log_entry.dagster_event is not None
     }
     assert steps == {
-        ("schema_valid", "npcs"),
-        ("source_refs_in_document", "npcs"),
-        ("rejection_rate", "npcs"),
+        ("schema_valid", "lanes_1"),
+        ("source_refs_in_document", "lanes_1"),
+        ("rejection_rate", "lanes_1"),
         ("files_match_index", "session_bundle"),
         ("quality_vs_gold", "session_bundle"),
     }
     starts = instance.get_records_for_run(run_id, of_type=DagsterEventType.STEP_START).records
     assert sorted(r.event_log_entry.step_key or "" for r in starts) == sorted(
-        ["source_document", "chunk_map", "npcs", "session_bundle", "session_report"]
+        ["source_document", "chunk_map", "lanes_1", "session_bundle", "session_report"]
     )
 
 

@@ -231,7 +231,7 @@ def test_through_dagster_the_step_failure_is_the_providers_message(tmp_path: Pat
             quiet=True,
         )
     assert not outcome.success and outcome.error is not None
-    assert outcome.error.startswith("npcs: ")
+    assert outcome.error.startswith("lane npcs: ")
     assert "AuthenticationError" in outcome.error and "Invalid request (code 4711)" in outcome.error
     assert "Traceback" not in outcome.error and 'File "' not in outcome.error
     assert not any(line.strip() in outcome.error for line in longest_prompt_lines(double.calls))

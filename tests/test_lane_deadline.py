@@ -56,14 +56,14 @@ def test_a_hanging_provider_fails_the_lane_at_its_deadline(
     run_id, error, elapsed = run_hanging(
         tmp_path, instance, provider.api_base, timeout_s=60, deadline_s=2
     )
-    assert error is not None and error.startswith("npcs: ")
+    assert error is not None and error.startswith("lane npcs: ")
     assert "stopped at its deadline of 2 s (LLM profile lane_deadline_s)" in error
     assert re.search(r"with 0 of \d+ chunks done", error)
     assert elapsed < 30  # not the 60 s call timeout, let alone three step tries of it
     tries = instance.all_logs(
         run_id, of_type={DagsterEventType.STEP_START, DagsterEventType.STEP_RESTARTED}
     )
-    assert [e.step_key for e in tries].count("npcs") == 1  # no step retry at the deadline
+    assert [e.step_key for e in tries].count("lanes_1") == 1  # no step retry at the deadline
 
 
 @pytest.mark.timeout(120)
@@ -80,7 +80,7 @@ def test_step_retries_share_the_lane_deadline(
     tries = instance.all_logs(
         run_id, of_type={DagsterEventType.STEP_START, DagsterEventType.STEP_RESTARTED}
     )
-    assert [e.step_key for e in tries].count("npcs") == 2
+    assert [e.step_key for e in tries].count("lanes_1") == 2
     assert len(provider.requests) == 2
 
 

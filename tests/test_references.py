@@ -343,8 +343,8 @@ def test_runtime_reference_through_dagster_run_config(
         instance=instance,
         partition_key="rc",
         run_config={
-            "ops": {
-                "npcs": {
+            "ops": {  # the npcs lane runs in the step of its level, lanes_1
+                "lanes_1": {
                     "config": {"references": {"npcs.extract.glossary": str(tmp_path / "long.txt")}}
                 }
             }
@@ -409,7 +409,7 @@ def test_cli_and_ui_runtime_references_take_one_path_with_one_error(
     manifest = json.loads((bundle / "manifest.json").read_text())
     assert manifest["artifact_lanes"][0]["references"][0]["binding"] == "runtime"
     run = instance.get_run_by_id(outcome.run_id)
-    assert run is not None and run.run_config["ops"]["npcs"]["config"]["references"] == {
+    assert run is not None and run.run_config["ops"]["lanes_1"]["config"]["references"] == {
         "glossary": str(tmp_path / "long.txt")
     }
 
@@ -430,11 +430,11 @@ def test_cli_and_ui_runtime_references_take_one_path_with_one_error(
         instance=instance,
         partition_key="cli",
         raise_on_error=False,
-        run_config={"ops": {"npcs": {"config": {"references": {"glosary": "x.txt"}}}}},
+        run_config={"ops": {"lanes_1": {"config": {"references": {"glosary": "x.txt"}}}}},
     )
     assert not result.success
     [failure] = [e for e in result.all_events if e.is_step_failure]
-    assert failure.step_key == "npcs"
+    assert failure.step_key == "lanes_1"
     assert failure.step_failure_data is not None and failure.step_failure_data.error is not None
     assert f"lane npcs: {message}" in failure.step_failure_data.error.message
 

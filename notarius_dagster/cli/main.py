@@ -84,12 +84,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
             print(f"error: {duplicate}", file=sys.stderr)
             return EXIT_USAGE
         return _run_in_workers(args, paths, jobs)
-    # One session at a time, here: its steps as forks of a preloaded forkserver, so
-    # independent lanes overlap; NOTARIUS_EXECUTOR=in_process runs them one after another.
-    # The forkserver starts only once the up-to-date check has found work (run/runner.py).
-    default = "multiprocess" if len(paths) == 1 else "in_process"
-    parallel = (load_settings().executor or default) != "in_process"
-    return max(_run_one(args, path, parallel=parallel) for path in paths)
+    # One session at a time, here, in this process: the lanes of one level run at the same
+    # time inside their level's step (assets/factory.py).
+    return max(_run_one(args, path, parallel=False) for path in paths)
 
 
 def _choose_profile(args: argparse.Namespace) -> str | None:

@@ -3,6 +3,7 @@
     load_source_document  the stored transcript parsed into a source document
     chunk_document        the chunk stage with the chunker's references prepared
     run_lane_step         one lane over the accepted chunks, with its references prepared
+    run_lane_level        the lanes of one dependency level (`lane_levels`) at the same time
 
 Each step first applies the run's runtime references (`RuntimeOverrides`) through
 `RunPipeline.for_run`, the one place they are applied, whether they come from
@@ -18,7 +19,10 @@ validate it early and once by its user, whose digest is what the manifest record
 
 from __future__ import annotations
 
+import queue
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
+from concurrent.futures import wait as wait_for
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +33,13 @@ from notarius_dagster.engine.checkpoints import CheckpointStore
 from notarius_dagster.engine.chunk_stage import ChunkResult, run_chunk_stage
 from notarius_dagster.engine.errors import InvalidReferenceError, NotariusError
 from notarius_dagster.engine.inputs import parse_transcript
-from notarius_dagster.engine.lane_runner import LaneDeadline, LaneResult, LaneStats, run_lane
+from notarius_dagster.engine.lane_runner import (
+    DaemonPool,
+    LaneDeadline,
+    LaneResult,
+    LaneStats,
+    run_lane,
+)
 from notarius_dagster.engine.limits import check_budget, estimate_run
 from notarius_dagster.engine.llm_contract import StructuredClient
 from notarius_dagster.engine.models import Chunk, Frozen, SourceDocument
@@ -245,3 +255,109 @@ def run_lane_step(
             "references": tuple(provenance),
         }
     )
+
+
+def lane_levels(pipeline: ResolvedPipeline) -> list[list[ResolvedLane]]:
+    """The pipeline's lanes by dependency level, each level in profile order: level 0 holds
+    the lanes that consume no other lane's artifact, level n those whose deepest producer is on
+    level n - 1. The lanes of one level never depend on each other, so they can run at the same
+    time (`run_lane_level`); a level starts when the one before it has ended."""
+    by_id = {lane.id: lane for lane in pipeline.lanes}
+    depth: dict[str, int] = {}
+
+    def level(lane_id: str) -> int:
+        if lane_id not in depth:
+            deps = [d for d in by_id[lane_id].depends_on if d in by_id]
+            depth[lane_id] = 1 + max((level(d) for d in deps), default=-1)
+        return depth[lane_id]
+
+    levels: list[list[ResolvedLane]] = []
+    for lane in pipeline.lanes:
+        n = level(lane.id)
+        while len(levels) <= n:
+            levels.append([])
+        levels[n].append(lane)
+    return levels
+
+
+@dataclass(frozen=True)
+class LaneOutcome:
+    """One lane of a level: its result, or the error that ended it (whatever `run_lane_step`
+    raised, unchanged, for the caller to turn into a failure or a retry)."""
+
+    lane_id: str
+    result: LaneResult | None
+    error: BaseException | None
+
+
+PROGRESS_POLL_S = 0.2
+"""How often the level's calling thread hands on progress lines while its lanes run."""
+
+
+def run_lane_level(
+    plan: RunPipeline,
+    lane_ids: Sequence[str],
+    overrides: RuntimeOverrides = NO_OVERRIDES,
+    *,
+    document: SourceDocument,
+    chunks: ChunkResult,
+    upstream: Mapping[str, LaneResult],
+    open_client: OpenClient,
+    session_id: str,
+    llm_fingerprint: str,
+    max_concurrency: int,
+    checkpoints: CheckpointStore | None,
+    progress: Progress | None = None,
+    deadline: LaneDeadline | None = None,
+) -> list[LaneOutcome]:
+    """Run several lanes that do not depend on each other (one level of `lane_levels`) at the
+    same time, one thread each, each with its own `max_concurrency` calls in flight, and
+    return one outcome per lane in the order given. A lane that fails does not stop the
+    others: its error is its outcome.
+
+    Why threads in one step: a lane spends its time waiting on the model, so lanes overlap in
+    one process as well as in several, without a process (and an interpreter's imports) per
+    lane. `progress` is called on the calling thread only (the lanes' lines are queued and
+    handed on from here), because the caller's logging (Dagster's) is not safe from several
+    threads. The threads are daemon threads (`DaemonPool`): a lane abandoned at its deadline
+    never keeps the process alive."""
+    lines: queue.SimpleQueue[str] = queue.SimpleQueue()
+
+    def run_one(lane_id: str) -> LaneResult:
+        return run_lane_step(
+            plan,
+            lane_id,
+            overrides,
+            document=document,
+            chunks=chunks,
+            upstream=upstream,
+            open_client=open_client,
+            session_id=session_id,
+            llm_fingerprint=llm_fingerprint,
+            max_concurrency=max_concurrency,
+            checkpoints=checkpoints,
+            progress=lines.put if progress is not None else None,
+            deadline=deadline,
+        )
+
+    def hand_on() -> None:
+        while progress is not None:
+            try:
+                progress(lines.get_nowait())
+            except queue.Empty:
+                return
+
+    pool = DaemonPool(max(1, len(lane_ids)), name="level")
+    futures: list[Future[LaneResult]] = [pool.submit(run_one, lane_id) for lane_id in lane_ids]
+    try:
+        while wait_for(futures, timeout=PROGRESS_POLL_S).not_done:
+            hand_on()
+        hand_on()
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+    outcomes: list[LaneOutcome] = []
+    for lane_id, future in zip(lane_ids, futures, strict=True):
+        error = future.exception()
+        result = None if error is not None else future.result()
+        outcomes.append(LaneOutcome(lane_id=lane_id, result=result, error=error))
+    return outcomes

@@ -11,7 +11,7 @@ from dagster import (
     Definitions,
     colored_console_logger,
     definitions,
-    multiprocess_executor,
+    in_process_executor,
 )
 
 from assets.automation import build_automation_sensor
@@ -31,25 +31,15 @@ from notarius_dagster.engine.resolution import (
 from notarius_dagster.engine.session_steps import RunPipeline
 from notarius_dagster.modules import registry as dnd_registry
 from notarius_dagster.progress import progress_logger
-from notarius_dagster.run.step_processes import PRELOAD_MODULES
 from notarius_dagster.settings import Settings, api_key, load_settings
 from resources.bundle_store import BundleStore
 from resources.io_managers import JsonAssetIOManager
 from resources.llm import llm_resource
 
-MAX_CONCURRENT_STEPS = 4
-"""Steps in flight in one run: the four lanes that depend only on `npcs` at once. Lane steps
-are also bounded by the `llm` pool across runs (dagster.yaml), and each lane's model calls by
-the LLM profile's max_concurrency (docs/operations.md, "Concurrency")."""
-
-
-session_executor = multiprocess_executor.configured(
-    {
-        "max_concurrent": MAX_CONCURRENT_STEPS,
-        "start_method": {"forkserver": {"preload_modules": PRELOAD_MODULES}},
-    },
-    name="session_executor",
-)
+session_executor = in_process_executor
+"""Every step of a run in the run's own process, one after another: the lanes of one level run
+at the same time inside their level's step (assets/factory.py: `build_lane_level_asset`), so a
+run is one process, whoever launches it (docs/operations.md, "Concurrency and retries")."""
 
 
 def llm_not_ready(profile: Mapping[str, object]) -> str | None:
@@ -154,9 +144,6 @@ def definitions_for(settings: Settings, plan: RunPipeline) -> Definitions:
             "llm": llm_resource(pipeline.llm_profile),  # a secret endpoint by EnvVar
         },
         loggers={"console": colored_console_logger, "progress": progress_logger},
-        # Independent lanes at the same time: each step is a fork of a forkserver that has
-        # imported the code location and the LLM client once (docs/operations.md,
-        # "Concurrency", says why this and not the in-process executor).
         executor=session_executor,
     )
 

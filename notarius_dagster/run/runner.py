@@ -369,7 +369,8 @@ def failure_text(event: DagsterEvent) -> str:
     user = data.user_failure_data
     if user is not None and user.description:
         description = user.description.strip()
-        named = description.startswith(f"{step}:")  # most assets name themselves
+        # Most assets name themselves; a level's step names each lane that failed.
+        named = description.startswith((f"{step}:", "lane "))
         return redact_secrets(description if named else f"{step}: {description}")
     if data.error is None:
         return f"{step}: failed"
