@@ -9,20 +9,19 @@ the check that needs it, not every command. Call `load_settings()` where a value
 a variable a test or a parent process sets later is then seen.
 
 Writing the environment is allowed elsewhere, for one purpose: handing a value to the
-processes this one starts (DAGSTER_HOME, the offline server's address, the announced step job,
-an endpoint with credentials, litellm's own switches before it is imported). Those values are
+processes this one starts (DAGSTER_HOME, the offline server's address, an endpoint with
+credentials, litellm's own switches before it is imported). Those values are
 read back here.
 
     NOTARIUS_PROFILE       pipeline profile the code location is built from
     NOTARIUS_LLM_PROFILE   optional override of the profile's LLM profile
     NOTARIUS_DATA, NOTARIUS_BUNDLES, NOTARIUS_INBOX: the store layout (`store_paths`)
-    NOTARIUS_EXECUTOR      `in_process` runs one session's steps one after another
     NOTARIUS_REPORT_BASE_URL, NOTARIUS_BUNDLE_BASE_URL: where reports and bundles are served
     NOTARIUS_OWNER         the owner of every asset
     NOTARIUS_AUTOMATION, NOTARIUS_AUTOMATION_INTERVAL: the automation sensor
     NOTARIUS_MAX_REJECTION_RATE: the lane checks' threshold
     NOTARIUS_INBOX_INTERVAL, _MAX_SCAN, _MAX_RUNS, _SETTLE_SECONDS: the inbox sensor
-    NOTARIUS_OFFLINE_API_BASE, NOTARIUS_STEP_JOB: set by `notarius run` for its own children
+    NOTARIUS_OFFLINE_API_BASE: set by `notarius run` for its own children
     DAGSTER_HOME           Dagster's instance folder
     a profile's `api_key_env`: the API key, read when a client is built (`api_key`)"""
 
@@ -51,7 +50,6 @@ LLM_PROFILE_ENV = "NOTARIUS_LLM_PROFILE"
 DATA_ENV = "NOTARIUS_DATA"
 BUNDLES_ENV = "NOTARIUS_BUNDLES"
 INBOX_ENV = "NOTARIUS_INBOX"
-EXECUTOR_ENV = "NOTARIUS_EXECUTOR"
 REPORT_BASE_URL_ENV = "NOTARIUS_REPORT_BASE_URL"
 BUNDLE_BASE_URL_ENV = "NOTARIUS_BUNDLE_BASE_URL"
 OWNER_ENV = "NOTARIUS_OWNER"
@@ -70,7 +68,6 @@ INBOX_LIMIT_ENVS = (
 )
 OFFLINE_SERVER_ENV = "NOTARIUS_OFFLINE_API_BASE"
 """`<context tokens> <api base>` of an offline server started for the whole run."""
-STEP_JOB_ENV = "NOTARIUS_STEP_JOB"
 """The session job a parallel run's forkserver builds before forking steps."""
 DAGSTER_HOME_ENV = "DAGSTER_HOME"
 
@@ -113,7 +110,6 @@ class Settings:
     profile: Path
     llm_profile: str | None
     store: StorePaths
-    executor: str | None = None
     report_base_url: str | None = None
     bundle_base_url: str | None = None
     owner: str | None = None
@@ -123,7 +119,6 @@ class Settings:
     inbox_limits: Mapping[str, str] = field(default_factory=dict)
     """The NOTARIUS_INBOX_* variables that are set (`InboxLimits.from_env` parses them)."""
     offline_server: str | None = None
-    step_job: str | None = None
     dagster_home: str | None = None
 
 
@@ -134,7 +129,6 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         profile=Path(_value(source, PROFILE_ENV) or DEFAULT_PROFILE).resolve(),
         llm_profile=_value(source, LLM_PROFILE_ENV),
         store=store_paths(environ=source),
-        executor=_value(source, EXECUTOR_ENV),
         report_base_url=_value(source, REPORT_BASE_URL_ENV),
         bundle_base_url=_value(source, BUNDLE_BASE_URL_ENV),
         owner=_value(source, OWNER_ENV),
@@ -143,7 +137,6 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         max_rejection_rate=_value(source, MAX_REJECTION_RATE_ENV),
         inbox_limits={name: source[name] for name in INBOX_LIMIT_ENVS if name in source},
         offline_server=_value(source, OFFLINE_SERVER_ENV),
-        step_job=_value(source, STEP_JOB_ENV),
         dagster_home=_value(source, DAGSTER_HOME_ENV),
     )
 

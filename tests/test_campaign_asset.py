@@ -11,7 +11,9 @@ from pathlib import Path
 
 import jsonschema
 from dagster import (
+    AssetKey,
     AssetMaterialization,
+    AssetsDefinition,
     DagsterInstance,
     RunRequest,
     SkipReason,
@@ -59,7 +61,7 @@ def test_the_codex_asset_reads_published_bundles_and_the_sensor_follows_them(
     codex_asset = next(
         a
         for a in defs.assets or []
-        if getattr(a, "key", None) is not None and a.key.to_user_string() == CODEX_ASSET
+        if isinstance(a, AssetsDefinition) and AssetKey(CODEX_ASSET) in a.keys
     )
     sensor = defs.resolve_sensor_def(CODEX_SENSOR)
     assert isinstance(sensor(build_sensor_context(instance=instance)), SkipReason)

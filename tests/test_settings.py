@@ -146,7 +146,6 @@ def test_settings_read_each_variable_stripped_and_empty_as_unset(tmp_path: Path)
             "NOTARIUS_REPORT_BASE_URL": " https://reports.example/ ",
             "NOTARIUS_BUNDLE_BASE_URL": "   ",
             "NOTARIUS_INBOX_MAX_RUNS": "3",
-            "NOTARIUS_EXECUTOR": "in_process",
         }
     )
     assert settings.profile == tmp_path / "p.yaml"
@@ -155,7 +154,6 @@ def test_settings_read_each_variable_stripped_and_empty_as_unset(tmp_path: Path)
     assert settings.report_base_url == "https://reports.example/"
     assert settings.bundle_base_url is None
     assert settings.inbox_limits == {"NOTARIUS_INBOX_MAX_RUNS": "3"}
-    assert settings.executor == "in_process"
 
 
 def test_the_api_key_is_read_from_the_variable_the_profile_names(

@@ -44,13 +44,14 @@ SESSIONS_AT_ONCE = 4
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    """One or more transcripts, start-up paid once: one session runs here, its independent
-    lanes as step processes; several run `--jobs` at a time in worker processes, each session
-    in process (docs/operations.md, "Concurrency"). No process of the command outlives it:
+    """One or more transcripts, start-up paid once: one session runs here, in this process
+    (the lanes of one level at the same time, in their level's step); several run `--jobs` at
+    a time in worker processes forked from one preloaded forkserver, each session in process
+    (docs/operations.md, "Concurrency and retries"). No process of the command outlives it:
     the forkserver, if one was started, is stopped before it returns. Not on Ctrl-C or
     SIGTERM: stopping it waits for the resource tracker, which waits for every worker still
     winding its run down; they end with their parent's pipe instead, as they always did."""
-    from notarius_dagster.run.step_processes import stop_forkserver
+    from notarius_dagster.run.workers import stop_forkserver
 
     status = _cmd_run(args)
     stop_forkserver()
@@ -86,7 +87,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return _run_in_workers(args, paths, jobs)
     # One session at a time, here, in this process: the lanes of one level run at the same
     # time inside their level's step (assets/factory.py).
-    return max(_run_one(args, path, parallel=False) for path in paths)
+    return max(_run_one(args, path) for path in paths)
 
 
 def _choose_profile(args: argparse.Namespace) -> str | None:
@@ -136,9 +137,9 @@ def _run_in_workers(args: argparse.Namespace, paths: list[Path], jobs: int) -> i
     max_concurrency."""
     import multiprocessing
 
-    from notarius_dagster.run.step_processes import start_forkserver
+    from notarius_dagster.run.workers import start_forkserver
 
-    start_forkserver()  # no job announced: the workers run in process and build their own
+    start_forkserver()
     open_instance().dispose()  # created once here: workers creating it at once would race
     server = _offline_server(args)  # the bundled model, loaded once for every session
     context = multiprocessing.get_context("forkserver")
@@ -181,7 +182,7 @@ def _start_worker(offline_server: str | None) -> None:
 def _run_one_quietly(args: argparse.Namespace, path: Path) -> int:
     """A worker's session: in process, without step-by-step progress lines (several sessions'
     would interleave)."""
-    return _run_one(args, path, parallel=False, progress_level="ERROR")
+    return _run_one(args, path, progress_level="ERROR")
 
 
 def _duplicate_session(paths: list[Path]) -> str | None:
@@ -205,9 +206,7 @@ def _duplicate_session(paths: list[Path]) -> str | None:
     return None
 
 
-def _run_one(
-    args: argparse.Namespace, path: Path, *, parallel: bool, progress_level: str = "INFO"
-) -> int:
+def _run_one(args: argparse.Namespace, path: Path, *, progress_level: str = "INFO") -> int:
     """One session: register its transcript, run what is not up to date, print its summary.
     Several sessions at once show errors only (`progress_level` ERROR): their step-by-step
     progress lines would interleave."""
@@ -259,7 +258,6 @@ def _run_one(
             lanes=args.lanes.split(",") if args.lanes else None,
             max_calls=args.max_calls,
             only_stale=True,
-            parallel=parallel,
             retry_rejected=args.retry_rejected,
             progress_level=progress_level,
         )

@@ -258,7 +258,7 @@ def run_lane_step(
 
 
 def lane_levels(pipeline: ResolvedPipeline) -> list[list[ResolvedLane]]:
-    """The pipeline's lanes by dependency level, each level in profile order: level 0 holds
+    """The pipeline's lanes by dependency level, each in the pipeline's lane order: level 0 holds
     the lanes that consume no other lane's artifact, level n those whose deepest producer is on
     level n - 1. The lanes of one level never depend on each other, so they can run at the same
     time (`run_lane_level`); a level starts when the one before it has ended."""

@@ -12,7 +12,7 @@ shape the client sends (`LiteLLMClient.completion_kwargs`: a structured-output r
 `json_schema` rung), through an OpenAI SDK client whose HTTP transport is an in-memory
 `httpx.MockTransport` answering a valid chat completion. No socket is opened, no thread is left
 running and no client is cached, so forking afterwards is safe. The forkserver of a run calls it
-as it starts (`notarius_dagster/run/step_processes.py`: PRELOAD_MODULES)."""
+as it starts (`notarius_dagster/run/workers.py`: PRELOAD_MODULES)."""
 
 from __future__ import annotations
 

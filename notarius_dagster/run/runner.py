@@ -8,16 +8,13 @@ errors; they are checked by that code before the partition is added, so a bad on
 without leaving a failed run behind.
 
 `only_stale` (what `notarius run` asks) runs only the assets that are not up to date
-(assets/staleness.py): an unchanged re-run launches no run at all. `parallel` runs
-the job with the code location's multiprocess executor (independent lanes at the same time,
-each step a fork of a preloaded forkserver) through `execute_job`; it needs a persistent
-instance, so with an ephemeral one the run stays in process."""
+(assets/staleness.py): an unchanged re-run launches no run at all. The run executes in this
+process (the lanes of one level at the same time inside their level's step, assets/factory.py),
+recorded in the instance like any other run."""
 
 from __future__ import annotations
 
-import contextlib
 import errno
-import json
 import os
 import re
 from collections.abc import Sequence
@@ -31,10 +28,7 @@ from dagster import (
     DagsterInstance,
     Definitions,
     ExecuteInProcessResult,
-    JobDefinition,
     JobExecutionResult,
-    build_reconstructable_job,
-    execute_job,
 )
 from pydantic import JsonValue
 
@@ -45,17 +39,11 @@ from notarius_dagster.engine.redaction import redact_secrets
 from notarius_dagster.engine.registry import LaneRegistry
 from notarius_dagster.engine.resolution import RuntimeBinding
 from notarius_dagster.engine.session_steps import RunPipeline, RuntimeOverrides
-from notarius_dagster.run.step_processes import (
-    StepJobArguments,
-    start_forkserver,
-    step_job_arguments,
-)
 from notarius_dagster.run_guard import cli_run_tags
 from notarius_dagster.settings import (
     OFFLINE_SERVER_ENV,
     Settings,
     api_key,
-    load_settings,
     store_paths,
 )
 
@@ -88,51 +76,6 @@ def run_settings(
         llm_profile=llm_profile,
         store=store_paths(data=data_root, bundles=bundles_root),
     )
-
-
-_JOBS: dict[str, tuple[str, JobDefinition]] = {}
-"""Session jobs built in this process, by their arguments, with the digest of the pipeline each
-was built from. A step process is a fork of a forkserver that built its run's job
-(notarius_dagster/run/step_processes.py), so it finds it here instead of building it twice."""
-
-
-def session_job(
-    profile: str,
-    data_root: str,
-    bundles_root: str,
-    llm_profile: str | None,
-    lanes: list[str] | None,
-    pipeline_digest: str | None = None,
-    offline_server: str | None = None,
-) -> JobDefinition:
-    """The session job rebuilt from plain arguments: what each step process of a parallel run
-    calls (through `build_reconstructable_job`) to load the same code location. A job built
-    earlier from the same arguments is reused when it was built from the pipeline the run
-    resolved (`pipeline_digest`); a profile edited since is built afresh.
-
-    `offline_server` is the run's offline model server as the run process exported it (the
-    value of NOTARIUS_OFFLINE_API_BASE). A step process is forked from a forkserver that
-    `notarius run` started before that server existed, so it does not inherit the variable;
-    this is the first code of the run every step process executes, so it adopts it here and
-    its lane uses that server instead of loading the model again."""
-    from notarius_dagster.run.definitions import definitions_for, run_pipeline
-
-    adopt_offline_server(offline_server)
-
-    key = _job_key(profile, data_root, bundles_root, llm_profile, lanes)
-    held = _JOBS.get(key)
-    if held is not None and pipeline_digest is not None and held[0] == pipeline_digest:
-        return held[1]
-    settings = run_settings(
-        profile=Path(profile),
-        data_root=Path(data_root),
-        bundles_root=Path(bundles_root),
-        llm_profile=llm_profile,
-    )
-    plan = run_pipeline(settings, lanes=lanes)
-    job = definitions_for(settings, plan).resolve_job_def(SESSION_JOB_NAME)
-    _JOBS[key] = (plan.pipeline.digest, job)
-    return job
 
 
 def adopt_offline_server(address: str | None) -> None:
@@ -174,30 +117,6 @@ def offline_server_for(
     return address
 
 
-def _job_key(
-    profile: str,
-    data_root: str,
-    bundles_root: str,
-    llm_profile: str | None,
-    lanes: list[str] | None,
-) -> str:
-    return json.dumps([profile, data_root, bundles_root, llm_profile, lanes])
-
-
-def _remember_job(job_arguments: StepJobArguments, digest: str, job: JobDefinition) -> None:
-    """The job this process already built for a run (from the pipeline of `digest`), kept
-    under the arguments its step processes will ask for, so `execute_job` does not build it
-    again here."""
-    key = _job_key(
-        job_arguments["profile"],
-        job_arguments["data_root"],
-        job_arguments["bundles_root"],
-        job_arguments["llm_profile"],
-        job_arguments["lanes"],
-    )
-    _JOBS[key] = (digest, job)
-
-
 def run_session(
     *,
     session_id: str,
@@ -213,22 +132,18 @@ def run_session(
     progress_level: str = "INFO",
     max_calls: int | None = None,
     only_stale: bool = False,
-    parallel: bool = False,
     retry_rejected: bool = False,
     registry: LaneRegistry | None = None,
 ) -> RunOutcome:
     """Materialize one session. Raises NotariusError (before anything runs) for a profile or
     runtime references that do not resolve; a run that fails is an unsuccessful outcome.
-    `registry` (default: the D&D one) applies in this process only, so not with `parallel`."""
-    if registry is not None and parallel:
-        raise NotariusError("a run with its own lane registry runs in process (not parallel)")
+    `registry` (default: the D&D one) is the lanes the graph is built from."""
     from assets.factory import runtime_references_config
     from notarius_dagster.run.definitions import definitions_for, run_pipeline
 
     settings = run_settings(
         profile=profile, data_root=data_root, bundles_root=bundles_root, llm_profile=llm_profile
     )
-    job_arguments = step_job_arguments(settings.profile, settings.store, llm_profile, lanes)
     plan = run_pipeline(settings, lanes=lanes, registry=registry)
     # A model that cannot be called (no key, no provider package) stops the run here: no
     # partition, no run (notarius_dagster/llm/preflight.py).
@@ -268,41 +183,15 @@ def run_session(
             return RunOutcome(run_id=None, success=True, error=None, up_to_date=up_to_date)
         if staleness.up_to_date:
             selection = list(staleness.stale)
-    if parallel and not instance.is_ephemeral:
-        from notarius_dagster.llm.offline import shared_server_address
-
-        # Only now, with work found: an unchanged re-run starts no forkserver. It imports and
-        # warms (step_processes.py) while this process prepares the run; one started earlier
-        # by this process (an earlier session of the same command) is kept.
-        start_forkserver(job_arguments)
-
-        # The offline model loads once, here, for every step process of this run (and of
-        # later runs of this process), not once per lane step.
-        with contextlib.suppress(LLMUnavailableError):  # the lanes fail with it, as always
-            adopt_offline_server(shared_server_address(llm))
-        job_arguments["pipeline_digest"] = plan.pipeline.digest
-        # Step processes adopt it from their job's arguments (see `session_job`).
-        job_arguments["offline_server"] = load_settings().offline_server
-        _remember_job(job_arguments, plan.pipeline.digest, defs.resolve_job_def(SESSION_JOB_NAME))
-        result: JobExecutionResult | ExecuteInProcessResult = execute_job(
-            build_reconstructable_job(
-                "notarius_dagster.run.runner", "session_job", reconstructable_kwargs=job_arguments
-            ),
-            instance=instance,
-            run_config=run_config,
-            tags={"dagster/partition": session_id, **cli_run_tags(session_id)},
-            asset_selection=selection,
-        )
-    else:
-        job = defs.resolve_job_def(SESSION_JOB_NAME)
-        result = job.execute_in_process(
-            instance=instance,
-            partition_key=session_id,
-            raise_on_error=False,
-            run_config=run_config,
-            asset_selection=selection,
-            tags=cli_run_tags(session_id),
-        )
+    job = defs.resolve_job_def(SESSION_JOB_NAME)
+    result = job.execute_in_process(
+        instance=instance,
+        partition_key=session_id,
+        raise_on_error=False,
+        run_config=run_config,
+        asset_selection=selection,
+        tags=cli_run_tags(session_id),
+    )
     ran = tuple(k.to_user_string() for k in (selection or ()))
     return RunOutcome(
         run_id=result.run_id,
