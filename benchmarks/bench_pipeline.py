@@ -868,7 +868,8 @@ def daemon_start(ctx: Context) -> dict[str, Any]:
     GraphQL as the UI does; their timelines from the event log and the stub."""
     daemon = daemon_module()
     store = ctx.store("daemon-start")
-    store.home.mkdir(parents=True)
+    for folder in (store.home, store.data, store.root / "inbox"):  # what `make setup` makes
+        folder.mkdir(parents=True)
     shutil.copyfile(ctx.tree / "configs" / "dagster.yaml", store.home / "dagster.yaml")
     env = run_env(ctx.tree, store)
     # The servers read the pipeline profile from the environment; automation is stopped so

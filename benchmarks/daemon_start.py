@@ -84,7 +84,7 @@ out = {}
 with DagsterInstance.get() as instance:
     for run_id in sys.argv[1:]:
         out[run_id] = [
-            [e.timestamp, e.dagster_event.event_type_value, e.step_key]
+            [e.timestamp, e.dagster_event.event_type.name, e.step_key]
             for e in instance.all_logs(run_id)
             if e.dagster_event is not None
         ]
