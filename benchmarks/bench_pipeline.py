@@ -24,6 +24,19 @@ Figures (each repeated, min and median; ratios are taken within one repeat, side
   so the npcs lane is re-asked, and the stub answers the same NPC with another description);
 - many-sessions: 30 small sessions (slices of ~60 units of the real transcripts) through the
   product's many-session path, against the sum of their critical-path ideals.
+- bytecode: a first run from a copy of the tree without bytecode, against the first run of the
+  same repeat: what compiling the product's modules from source in every process costs;
+- daemon-start: runs launched through the daemon (`daemon_start.py`: `dg dev` on a fresh
+  DAGSTER_HOME, the session added with `notarius sessions add`, GraphQL `launchRun` of its
+  partition as the UI does): from the event log, RUN_START to the first STEP_START and to the
+  stub's first request, for a first run and a `session_bundle`-only run.
+
+Bytecode: this machine sets PYTHONDONTWRITEBYTECODE, and the product is an editable install, so
+its modules have no `.pyc` and every process would compile them from source on every run; a
+user's machine writes them once. Every product process therefore runs from a copy of the tree
+compiled once with `python -m compileall` (its cost in `config.bytecode_compile`), with
+PYTHONDONTWRITEBYTECODE=1 so no run writes any. The libraries, the peer's included, use the
+bytecode pip wrote in site-packages (`config.bytecode_compile` counts modules without it).
 
 Writes benchmarks/results/pipeline.json (figures, repeats, min/median, machine, load averages,
 git commit) and prints it; if benchmarks/results/pipeline-before.json exists, prints the
