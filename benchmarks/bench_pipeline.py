@@ -852,8 +852,14 @@ def bytecode(ctx: Context, compiled: Mapping[str, Any], source_tree: Path) -> di
         a, b = row.get(key), compiled.get(key)
         return None if a is None or b is None else round(a - b, 2)
 
+    imports = {
+        name: min(import_cpu(tree) for _ in range(3))
+        for name, tree in (("compiled", ctx.tree), ("source", source_tree))
+    }
     return {
         "latency_s": compiled["latency_s"],
+        "compiled_import_cpu_s": imports["compiled"],
+        "source_import_cpu_s": imports["source"],
         **{f"compiled_{k}": compiled[k] for k in keys},
         **{f"source_{k}": row[k] for k in keys},
         **{f"source_minus_compiled_{k}": diff(k) for k in keys},
@@ -861,6 +867,20 @@ def bytecode(ctx: Context, compiled: Mapping[str, Any], source_tree: Path) -> di
         "load_avg_start": row["load_avg_start"],
         "load_avg_end": load(),
     }
+
+
+IMPORTED = "notarius_dagster.run.definitions"
+"""The code location's module: what `notarius run`, the code server and a run worker import."""
+
+
+def import_cpu(tree: Path) -> float:
+    """CPU seconds (user + system) of one interpreter importing the code location from `tree`:
+    the per-process part of the bytecode cost, less noisy than a whole run's."""
+    usage0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONDONTWRITEBYTECODE": "1"}
+    subprocess.run([sys.executable, "-c", f"import {IMPORTED}"], cwd=tree, env=env, check=True)
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return round(usage.ru_utime + usage.ru_stime - usage0.ru_utime - usage0.ru_stime, 2)
 
 
 # --- daemon-launched runs --------------------------------------------------------------------
@@ -1049,7 +1069,8 @@ WHAT = {
     "many-sessions": "small sessions through the many-session path against the sum of their "
     "critical-path ideals (goal: <= 2x)",
     "bytecode": "a first run from a tree without bytecode (every process compiles the product's "
-    "modules from source) against the first run of the same repeat from the compiled tree",
+    "modules from source) against the first run of the same repeat from the compiled tree; and "
+    "the CPU of one interpreter importing the code location from each (min of 3)",
     "daemon-start": "runs launched through the daemon (`dg dev`, GraphQL launchRun of a session "
     "partition): RUN_START -> first STEP_START (goal: <= 3 s on an idle machine; ideal 0) and -> "
     "first model call, for a first run of the session job and a session_bundle-only run; and "
@@ -1066,7 +1087,12 @@ HEADLINE = {
     "rerun": ["ratio_to_first", "calls", "left_behind"],
     "npc-change": ["consumer_calls"],
     "many-sessions": ["ratio_to_ideal", "wall_s"],
-    "bytecode": ["source_minus_compiled_wall_s", "source_minus_compiled_tree_cpu_s"],
+    "bytecode": [
+        "source_minus_compiled_wall_s",
+        "source_minus_compiled_tree_cpu_s",
+        "source_import_cpu_s",
+        "compiled_import_cpu_s",
+    ],
     "daemon-start": [
         "first_run_start_to_first_step_s",
         "first_run_start_to_first_call_s",
