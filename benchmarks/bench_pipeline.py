@@ -1191,6 +1191,7 @@ def main(argv: list[str] | None = None) -> int:
         source_tree = product_copy(ctx, "tree-source", compiled=False)
     rows: dict[str, list[dict[str, Any]]] = {}
     started, load_start = time.perf_counter(), load()
+    git = git_info()  # the code measured: the checkout as the runs started
     print(f"work folder {work}; stub port {port}; load {load_start}", flush=True)
 
     def record(name: str, row: dict[str, Any]) -> None:
@@ -1251,7 +1252,7 @@ def main(argv: list[str] | None = None) -> int:
         "command": " ".join(
             [Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]
         ),
-        "git": git_info(),
+        "git": git,
         "machine": {
             "cpu_count": os.cpu_count(),
             "load_avg_start": load_start,
