@@ -1156,6 +1156,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", type=Path, default=RESULTS / "pipeline.json")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
     parser.add_argument(
+        "--compare",
+        type=Path,
+        help="results to print the medians beside (default results/pipeline-before.json)",
+    )
+    parser.add_argument(
         "--peer",
         choices=["langextract"],
         help="run the peer side by side after each first run (the `bench` extra)",
@@ -1291,7 +1296,7 @@ def main(argv: list[str] | None = None) -> int:
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {args.output} in {result['total_s']} s")
-    before = RESULTS / "pipeline-before.json"
+    before = args.compare or RESULTS / "pipeline-before.json"
     if args.output.resolve() != before.resolve():
         compare(result, before)
     if not args.keep:
