@@ -139,7 +139,9 @@ def test_one_lane_materialized_alone_runs_only_that_lane_in_its_levels_step(
         first = run_complete(tmp_path, instance, "alone")
         assert first.success, first.error
         calls_before = len(double.calls)
-        settings = run_settings(profile=COMPLETE, data_root=tmp_path / "data")
+        settings = run_settings(
+            profile=COMPLETE, data_root=tmp_path / "data", llm_profile="test-double"
+        )
         plan = run_pipeline(settings)
         job = definitions_for(settings, plan).resolve_job_def("materialize_session")
         result = job.execute_in_process(
