@@ -231,26 +231,33 @@ def test_two_transcripts_of_one_command_naming_one_session_are_refused_first(
     assert not (tmp_path / "data" / "transcripts").exists()  # nothing registered
 
 
-def _processes_marked(mark: str) -> set[int]:
-    """Live processes whose environment carries `mark` (every descendant of a command inherits
-    its environment, the forkserver and the step processes included; a zombie shows none)."""
-    found = set()
+def _processes_marked(mark: str) -> dict[int, str]:
+    """Live processes whose environment carries `mark`, with their command lines (every
+    descendant of a command inherits its environment; a zombie shows none)."""
+    found = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             environ = (entry / "environ").read_bytes().split(b"\0")
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
         except OSError:
             continue
         if mark.encode() in environ:
-            found.add(int(entry.name))
+            found[int(entry.name)] = cmdline
     return found
 
 
-def _run_marked(tmp_path: Path, mark: str) -> tuple[subprocess.Popen[bytes], set[int], str]:
-    """`notarius run` of the sample (one session: the multiprocess executor), with every
-    process of the command marked; returns it, the other marked processes seen while it ran,
-    and its output."""
+def _is_log_capture(cmdline: str) -> bool:
+    """Dagster's compute-log capture of a step: `tail -F` of each stream and its watcher."""
+    return cmdline.startswith("tail -F ") or "dagster/_core/execution/scripts/watch_orphans.py" in (
+        cmdline
+    )
+
+
+def _run_marked(tmp_path: Path, mark: str) -> tuple[subprocess.Popen[bytes], dict[int, str], str]:
+    """`notarius run` of the sample (one session), with every process of the command marked;
+    returns it, the other marked processes seen while it ran, and its output."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NOTARIUS_", "DAGSTER_"))}
     env.update(
         {
@@ -270,26 +277,31 @@ def _run_marked(tmp_path: Path, mark: str) -> tuple[subprocess.Popen[bytes], set
             stdout=out,
             stderr=subprocess.STDOUT,
         )
-        others: set[int] = set()
+        others: dict[int, str] = {}
         while run.poll() is None:
-            others |= _processes_marked(f"NOTARIUS_TEST_PROCESS_MARK={mark}") - {run.pid}
+            seen = _processes_marked(f"NOTARIUS_TEST_PROCESS_MARK={mark}")
+            others |= {pid: cmd for pid, cmd in seen.items() if pid != run.pid}
             time.sleep(0.05)
         run.wait(timeout=300)
     return run, others, log.read_text(errors="replace")
 
 
-@pytest.mark.slow  # two multiprocess runs: minutes on a loaded machine
-def test_no_process_outlives_a_run_and_an_unchanged_rerun_starts_none(tmp_path: Path) -> None:
-    """The forkserver and the step processes end with the command (they used to linger for
-    seconds after it), and an unchanged re-run, which launches no run, starts no forkserver at
-    all (it used to start one, which imported Dagster and litellm for nothing)."""
+@pytest.mark.slow  # two runs of the sample: a minute on a loaded machine
+def test_a_run_is_one_process_nothing_outlives_it_and_an_unchanged_rerun_starts_none(
+    tmp_path: Path,
+) -> None:
+    """A session runs in the command's own process: no forkserver, no step process (it used to
+    fork one per step from a forkserver), only Dagster's log capture of each step (`tail` and
+    its watcher), and none of them outlives the command. An unchanged re-run, which launches no
+    run, starts no other process at all."""
     first, others, output = _run_marked(tmp_path, "first")
     assert first.returncode == 0, output
-    assert others, "a one-session run executes its steps in other processes"
-    assert _processes_marked("NOTARIUS_TEST_PROCESS_MARK=first") == set()
+    assert others, "the log capture of the run's steps was not seen"
+    assert all(_is_log_capture(cmd) for cmd in others.values()), sorted(others.values())
+    assert _processes_marked("NOTARIUS_TEST_PROCESS_MARK=first") == {}
 
     again, others, output = _run_marked(tmp_path, "again")
     assert again.returncode == 0, output
     assert "up to date" in output
-    assert others == set()
-    assert _processes_marked("NOTARIUS_TEST_PROCESS_MARK=again") == set()
+    assert others == {}
+    assert _processes_marked("NOTARIUS_TEST_PROCESS_MARK=again") == {}

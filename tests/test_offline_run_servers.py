@@ -1,7 +1,7 @@
 """One bundled-model server per `notarius run`: the command's process starts the offline model
-once and every lane uses it — each lane step of one session (a fork of the forkserver `notarius
-run` started before that server existed), and each worker of several sessions (`--jobs`) —
-instead of loading the model again (~400 MB each). Counted for real: the distinct
+once and every lane uses it — the lanes of one session (threads of the run's process, started
+at the same time: they must not each start a server), and each worker of several sessions
+(`--jobs`) — instead of loading the model again (~400 MB each). Counted for real: the distinct
 `llama_cpp.server` processes descended from the `notarius run` process, polled from /proc while
 it runs. Slow (a real model answers every lane's calls)."""
 
@@ -90,7 +90,7 @@ def model_servers_of(root: int) -> set[int]:
 @pytest.mark.parametrize(
     ("sessions", "lanes"),
     [
-        (["s1"], "npcs,spells,item-events"),  # one session: its lane steps side by side
+        (["s1"], "npcs,spells,item-events"),  # one session: its three lanes side by side
         (["s1", "s2"], "npcs,spells"),  # two sessions in two workers (--jobs 2)
     ],
 )
