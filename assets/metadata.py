@@ -1,5 +1,5 @@
 """Asset metadata for lanes: counts and a short preview table (names, ids and kinds, never
-transcript text), built with pandas and rendered as Markdown.
+transcript text), as Dagster's own table metadata (the UI renders it as a table).
 
 The preview is an allowlist: only the record fields the lane declares as `preview_fields` (its
 `LaneSpec`, carried by the artifact kind), only scalar values, strings cut to
@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import pandas as pd
-from dagster import MetadataValue
+from dagster import MetadataValue, TableColumn, TableMetadataValue, TableRecord, TableSchema
 
 from notarius_dagster.dnd.roster import ROSTER_SLOT, dm_dropped_count, dropped_count
 from notarius_dagster.engine.artifact_kinds import ArtifactKind
@@ -21,7 +20,7 @@ PREVIEW_ROWS = 8
 PREVIEW_CELL_CHARS = 40
 
 
-def _cell(value: object) -> object:
+def _cell(value: str | int | float | bool) -> str | int | float | bool:
     """A scalar as shown in the table: numbers as they are, strings on one line, no table
     syntax, at most PREVIEW_CELL_CHARS characters."""
     if not isinstance(value, str):
@@ -30,20 +29,25 @@ def _cell(value: object) -> object:
     return text if len(text) <= PREVIEW_CELL_CHARS else text[: PREVIEW_CELL_CHARS - 1] + "…"
 
 
-def preview_table(result: LaneResult, kind: ArtifactKind) -> str:
-    """The first records as a Markdown table of the kind's preview fields."""
-    fields = kind.preview_fields
+def preview_table(result: LaneResult, kind: ArtifactKind) -> TableMetadataValue:
+    """The first records as a table of the kind's preview fields (a field a record lacks, or
+    holds no scalar in, is an empty cell); no records, no rows."""
+    fields = list(kind.preview_fields)
     records = [
         record.model_dump(mode="json", by_alias=True)
         for record in result.records(kind)[:PREVIEW_ROWS]
     ]
     rows = [
-        {k: _cell(r[k]) for k in fields if k in r and isinstance(r[k], str | int | float | bool)}
+        TableRecord(
+            {
+                k: _cell(v) if isinstance(v := r.get(k), str | int | float | bool) else ""
+                for k in fields
+            }
+        )
         for r in records
     ]
-    if not rows:
-        return "_no records_"
-    return pd.DataFrame(rows, dtype=object).fillna("").to_markdown(index=False)
+    schema = TableSchema(columns=[TableColumn(name) for name in fields])
+    return MetadataValue.table(records=rows, schema=schema)
 
 
 def lane_metadata(result: LaneResult, kind: ArtifactKind) -> dict[str, Any]:
@@ -68,7 +72,7 @@ def lane_metadata(result: LaneResult, kind: ArtifactKind) -> dict[str, Any]:
         "unpriced_calls": stats.usage.unpriced_calls,
         "structured_output_rungs": MetadataValue.json(stats.usage.rungs),
         "structured_output_stepdowns": MetadataValue.json(stats.usage.stepdowns),
-        "preview": MetadataValue.md(preview_table(result, kind)),
+        "preview": preview_table(result, kind),
         **roster_metadata(result),
     }
 

@@ -81,7 +81,7 @@ def test_asset_metadata_reports_counts_and_tokens(
     meta = event.asset_materialization.metadata
     assert meta["records"].value >= 3
     assert meta["llm_calls"].value > 0 and meta["prompt_tokens"].value > 0
-    assert "Gustav" in meta["preview"].value
+    assert "Gustav" in [r.data.get("name") for r in meta["preview"].value.records]
 
 
 def test_failed_run_keeps_the_previous_bundle(tmp_path: Path, instance: DagsterInstance) -> None:

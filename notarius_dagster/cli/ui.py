@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from notarius_dagster.cli.common import EXIT_USAGE, CommandError, add_command, add_store_options
-from notarius_dagster.report.publish import REPORTS_DIR
 from notarius_dagster.settings import (
     BUNDLE_BASE_URL_ENV,
     REPORT_BASE_URL_ENV,
@@ -67,6 +66,9 @@ def link_bases(settings: Settings, files_url: str) -> dict[str, str]:
     """What `dg dev` is given so the links of the asset metadata point at the file server:
     only what the settings do not already say (a deployment serving the bundles elsewhere
     keeps its own)."""
+    # Imported here: the report package costs every `notarius` command ~0.5 s to import.
+    from notarius_dagster.report.publish import REPORTS_DIR
+
     bases: dict[str, str] = {}
     if settings.bundle_base_url is None:
         bases[BUNDLE_BASE_URL_ENV] = files_url
