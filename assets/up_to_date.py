@@ -32,7 +32,6 @@ result says so ("being re-run"), so the automation's re-run is not misread as a 
 Severity WARN: stale output is not wrong output, and nothing blocks on it. Results name
 sessions and assets only, never content."""
 
-
 import hashlib
 import json
 from collections.abc import Iterator, Mapping, Sequence
@@ -117,8 +116,11 @@ class Freshness:
 
     def digest(self) -> str:
         body = json.dumps(
-            [sorted((s, list(w)) for s, w in self.stale.items()), self.materialized,
-             sorted(self.rerunning & set(self.stale))]
+            [
+                sorted((s, list(w)) for s, w in self.stale.items()),
+                self.materialized,
+                sorted(self.rerunning & set(self.stale)),
+            ]
         )
         return hashlib.sha256(body.encode()).hexdigest()[:16]
 
@@ -220,7 +222,9 @@ def build_staleness_sensor(specs: Sequence[AssetSpec]) -> SensorDefinition:
     )
     def notarius_staleness_sensor(context: SensorEvaluationContext) -> SensorResult:
         cursor = json.loads(context.cursor) if context.cursor else {}
-        latest = {key.to_user_string(): _latest_storage_id(context.instance, key) for key in watched}
+        latest = {
+            key.to_user_string(): _latest_storage_id(context.instance, key) for key in watched
+        }
         if cursor.get("code_versions") == code_versions and cursor.get("latest") == latest:
             return SensorResult(
                 skip_reason="no reload and no new materialization since the last look",
