@@ -42,9 +42,9 @@ from dagster import (
     AssetCheckExecutionContext,
     AssetCheckKey,
     AssetCheckResult,
+    AssetChecksDefinition,
     AssetCheckSeverity,
     AssetCheckSpec,
-    AssetChecksDefinition,
     AssetKey,
     AssetRecordsFilter,
     AssetsDefinition,
@@ -204,7 +204,9 @@ def _latest_storage_id(instance: DagsterInstance, key: AssetKey) -> int:
 
 
 def build_staleness_sensor(specs: Sequence[AssetSpec]) -> SensorDefinition:
-    """Reports `up_to_date` when something it depends on changed (the module docstring)."""
+    """Reports `up_to_date` when something its answer depends on changed since its last look:
+    the code versions (a reload with an edit), a session asset's or transcript's latest
+    materialization, or the sessions with a run queued or in progress."""
     code_versions = hashlib.sha256(
         json.dumps(sorted((s.key.to_user_string(), s.code_version or "") for s in specs)).encode()
     ).hexdigest()[:16]
@@ -225,9 +227,15 @@ def build_staleness_sensor(specs: Sequence[AssetSpec]) -> SensorDefinition:
         latest = {
             key.to_user_string(): _latest_storage_id(context.instance, key) for key in watched
         }
-        if cursor.get("code_versions") == code_versions and cursor.get("latest") == latest:
+        busy = sorted(sessions_in_progress(context.instance))
+        if [cursor.get(k) for k in ("code_versions", "latest", "busy")] == [
+            code_versions,
+            latest,
+            busy,
+        ]:
             return SensorResult(
-                skip_reason="no reload and no new materialization since the last look",
+                skip_reason="no reload, no new materialization, no run started or ended "
+                "since the last look",
                 cursor=context.cursor,
             )
         reported: dict[str, str] = dict(cursor.get("reported", {}))
@@ -252,7 +260,7 @@ def build_staleness_sensor(specs: Sequence[AssetSpec]) -> SensorDefinition:
                 )
             )
         new_cursor = json.dumps(
-            {"code_versions": code_versions, "latest": latest, "reported": reported}
+            {"code_versions": code_versions, "latest": latest, "busy": busy, "reported": reported}
         )
         if not events:
             return SensorResult(skip_reason="every up_to_date result is current", cursor=new_cursor)

@@ -151,7 +151,7 @@ PASSED = re.compile(r"(\d+) / (\d+) Passed")
 
 
 def checks_row(node: Locator) -> tuple[int, int]:
-    """The node's *Checks* row: checks passed, of all (Dagster's "3 / 4 Passed")."""
+    """The node's *Asset checks* row: checks passed, of all (Dagster's "3 / 4 Passed")."""
     from playwright.sync_api import expect
 
     expect(node).to_contain_text(PASSED)
@@ -161,10 +161,12 @@ def checks_row(node: Locator) -> tuple[int, int]:
 
 
 def lane_node(page: Page, url: str, name: str) -> Locator:
-    """The lineage node of asset `name` in the `lanes` group's graph (its text: name, checks,
-    partitions, ...)."""
-    page.goto(f"{url}/locations/notarius/asset-groups/lanes/lineage")
-    node = page.locator("svg foreignObject").filter(has_text=name).filter(has_text="Checks")
+    """The lineage node of asset `name` in the `lanes` group's graph (its text: the name, the
+    latest event, "Asset checks 4 / 4 Passed", the partitions, ...)."""
+    # The node's own path selects it and centres the graph on it (the graph draws only the
+    # nodes in view).
+    page.goto(f"{url}/locations/notarius/asset-groups/lanes/lineage/{name}")
+    node = page.locator("svg foreignObject").filter(has_text=name).filter(has_text="Asset checks")
     return node.first
 
 
