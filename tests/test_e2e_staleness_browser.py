@@ -155,7 +155,7 @@ def checks_row(node: Locator) -> tuple[int, int]:
     from playwright.sync_api import expect
 
     expect(node).to_contain_text(PASSED)
-    found = PASSED.search(node.inner_text())
+    found = PASSED.search(node.text_content() or "")
     assert found is not None
     return int(found.group(1)), int(found.group(2))
 
@@ -206,7 +206,7 @@ def test_a_prompt_edit_shows_stale_in_the_lineage_then_re_runs_only_its_lane(
     # Before the edit: every check of `spells` passes, `up_to_date` among them.
     node = lane_node(page, servers.url, "spells")
     before = checks_row(node)
-    before_text = node.inner_text()
+    before_text = node.text_content() or ""
     page.goto(f"{servers.url}/assets/spells?view=checks")
     expect(page.get_by_text("up_to_date", exact=True).first).to_be_visible()
     expect(page.get_by_text("up to date in all 1 materialized session(s)").first).to_be_visible()
@@ -221,14 +221,14 @@ def test_a_prompt_edit_shows_stale_in_the_lineage_then_re_runs_only_its_lane(
     expect(page.get_by_text(stale).first).to_be_visible(timeout=120_000)
     node = lane_node(page, servers.url, "spells")
     expect(node).to_contain_text(f"{before[0] - 1} / {before[1]} Passed")
-    stale_text = node.inner_text()
+    stale_text = node.text_content() or ""
     page.screenshot(path=str(artifacts() / "lineage-stale.png"), full_page=False)
     assert materializations(servers)["spells"] == first["spells"], "re-run before it was seen"
     # The lanes the edit does not touch stay green.
     npcs = lane_node(page, servers.url, "npcs")
     npcs_row = checks_row(npcs)
-    assert npcs_row[0] == npcs_row[1], npcs.inner_text()
-    npcs_text = npcs.inner_text()
+    assert npcs_row[0] == npcs_row[1], npcs.text_content() or ""
+    npcs_text = npcs.text_content() or ""
     seen_stale_s = time.monotonic() - edited_at
 
     gate.opened.set()  # now let the automation's re-run call the model
