@@ -160,6 +160,22 @@ def checks_row(node: Locator) -> tuple[int, int]:
     return int(found.group(1)), int(found.group(2))
 
 
+def up_to_date_says(page: Page, url: str, asset: str, text: str, timeout_s: float = 120) -> None:
+    """The asset's *Checks* tab (Catalog -> the asset -> Checks), `up_to_date` selected, shows
+    `text` in its latest execution (opened again until it does, as a person reloads)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        page.goto(f"{url}/assets/{asset}?view=checks")
+        page.get_by_text("up_to_date", exact=True).first.click()
+        shown = page.get_by_text(text).first
+        try:
+            shown.wait_for(state="visible", timeout=10_000)
+            return
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+
+
 def lane_node(page: Page, url: str, name: str) -> Locator:
     """The lineage node of asset `name` in the `lanes` group's graph (its text: the name, the
     latest event, "Asset checks 4 / 4 Passed", the partitions, ...)."""
@@ -207,18 +223,16 @@ def test_a_prompt_edit_shows_stale_in_the_lineage_then_re_runs_only_its_lane(
     node = lane_node(page, servers.url, "spells")
     before = checks_row(node)
     before_text = node.text_content() or ""
-    page.goto(f"{servers.url}/assets/spells?view=checks")
-    expect(page.get_by_text("up_to_date", exact=True).first).to_be_visible()
-    expect(page.get_by_text("up to date in all 1 materialized session(s)").first).to_be_visible()
+    up_to_date_says(page, servers.url, "spells", "up to date in all 1 materialized session(s)")
 
     prompt.write_text(prompt.read_text() + EDIT)
     servers.reload_location()
     edited_at = time.monotonic()
 
     # (a) Stale at a glance, before the re-run can have materialized `spells` (the gate).
-    page.goto(f"{servers.url}/assets/spells?view=checks")
     stale = f"stale in 1 of 1 materialized session(s): {SESSION} (code version changed"
-    expect(page.get_by_text(stale).first).to_be_visible(timeout=120_000)
+    up_to_date_says(page, servers.url, "spells", stale)
+    page.screenshot(path=str(artifacts() / "checks-up-to-date-stale.png"), full_page=True)
     node = lane_node(page, servers.url, "spells")
     expect(node).to_contain_text(f"{before[0] - 1} / {before[1]} Passed")
     stale_text = node.text_content() or ""
@@ -254,8 +268,7 @@ def test_a_prompt_edit_shows_stale_in_the_lineage_then_re_runs_only_its_lane(
         assert runs == expected, (name, runs)
 
     # And the lineage says so: `up_to_date` passes again.
-    page.goto(f"{servers.url}/assets/spells?view=checks")
-    expect(page.get_by_text("up to date in all 1 materialized session(s)").first).to_be_visible()
+    up_to_date_says(page, servers.url, "spells", "up to date in all 1 materialized session(s)")
     node = lane_node(page, servers.url, "spells")
     expect(node).to_contain_text(f"{before[0]} / {before[1]} Passed")
     print(
