@@ -148,6 +148,8 @@ def all_runs_finished(servers: DagsterServers) -> bool:
 
 
 PASSED = re.compile(r"(\d+) / (\d+) Passed")
+WARNED = re.compile(r"warning_outline \d+ / \d+ Passed")
+"""The checks row's link when a check failed with severity WARN (its icon's name first)."""
 
 
 def checks_row(node: Locator) -> tuple[int, int]:
@@ -222,6 +224,8 @@ def test_a_prompt_edit_shows_stale_in_the_lineage_then_re_runs_only_its_lane(
     # Before the edit: every check of `spells` passes, `up_to_date` among them.
     node = lane_node(page, servers.url, "spells")
     before = checks_row(node)
+    assert before[0] == before[1], node.text_content()
+    expect(node.get_by_role("link", name=WARNED)).to_have_count(0)
     before_text = node.text_content() or ""
     up_to_date_says(page, servers.url, "spells", "up to date in all 1 materialized session(s)")
 
@@ -233,8 +237,12 @@ def test_a_prompt_edit_shows_stale_in_the_lineage_then_re_runs_only_its_lane(
     stale = f"stale in 1 of 1 materialized session(s): {SESSION} (code version changed"
     up_to_date_says(page, servers.url, "spells", stale)
     page.screenshot(path=str(artifacts() / "checks-up-to-date-stale.png"), full_page=True)
+    # The node's checks row: a warning sign and fewer passed ("3 / 4" before the re-run is
+    # launched; "0 / 4" once it is, its partitioned checks then being in progress).
     node = lane_node(page, servers.url, "spells")
-    expect(node).to_contain_text(f"{before[0] - 1} / {before[1]} Passed")
+    expect(node.get_by_role("link", name=WARNED)).to_be_visible()
+    passed, total = checks_row(node)
+    assert passed < total == before[1], (passed, total)
     stale_text = node.text_content() or ""
     page.screenshot(path=str(artifacts() / "lineage-stale.png"), full_page=False)
     assert materializations(servers)["spells"] == first["spells"], "re-run before it was seen"
@@ -271,6 +279,7 @@ def test_a_prompt_edit_shows_stale_in_the_lineage_then_re_runs_only_its_lane(
     up_to_date_says(page, servers.url, "spells", "up to date in all 1 materialized session(s)")
     node = lane_node(page, servers.url, "spells")
     expect(node).to_contain_text(f"{before[0]} / {before[1]} Passed")
+    expect(node.get_by_role("link", name=WARNED)).to_have_count(0)
     print(
         f"\nbefore: {before_text!r}\nstale: {stale_text!r}\nnpcs while stale: {npcs_text!r}"
         f"\nstale seen {seen_stale_s:.1f}s after the reload; runs after the edit: "
