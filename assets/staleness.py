@@ -219,3 +219,66 @@ def find_stale(instance: DagsterInstance, specs: Sequence[AssetSpec]) -> StalePl
             changed[partition] = frozenset(keys)
             to_run[partition] = frozenset(downstream_closure(specs, keys))
     return StalePlan(changed=changed, to_run=to_run)
+
+
+CODE_VERSION_CHANGED = "code version changed"
+
+
+def stale_causes(
+    instance: DagsterInstance, specs: Sequence[AssetSpec], partition: str
+) -> dict[AssetKey, tuple[str, ...]]:
+    """Per asset of `specs` materialized in `partition`, why it is stale (empty: up to date),
+    the way Dagster's own per-partition "unsynced" status reasons (what the asset's
+    *Partitions* tab shows for one partition): its code version changed since it was
+    materialized, an upstream asset's latest data version is not the one it was computed
+    from, or an upstream asset is itself stale (it will be re-run, so this one will be too).
+    An asset never materialized in the partition is absent: it is missing, not stale. What
+    lies outside the graph (a reference file edited in place) is `session_staleness`'s part,
+    for `notarius run`; a changed transcript shows here as `source_document`'s upstream."""
+    ordered = _spec_order(specs)
+    in_graph = {spec.key for spec in ordered}
+    data_versions: dict[AssetKey, str | None] = {}
+    causes: dict[AssetKey, tuple[str, ...]] = {}
+    for spec in ordered:
+        record = latest_materialization(instance, spec.key, partition)
+        if record is None:
+            continue
+        tags = record.tags or {}
+        data_versions[spec.key] = tags.get(DATA_VERSION_TAG)
+        found: list[str] = []
+        if spec.code_version and tags.get(CODE_VERSION_TAG) != spec.code_version:
+            found.append(CODE_VERSION_CHANGED)
+        for dep in spec.deps:
+            name = dep.asset_key.to_user_string()
+            if causes.get(dep.asset_key):
+                found.append(f"upstream {name} is stale")
+                continue
+            if dep.asset_key not in in_graph:
+                continue
+            recorded = tags.get(INPUT_DATA_VERSION_TAG + name)
+            current = data_versions.get(dep.asset_key)
+            if recorded is not None and current is not None and not same_input(recorded, current):
+                found.append(f"upstream {name} changed")
+        causes[spec.key] = tuple(found)
+    return causes
+
+
+def _spec_order(specs: Sequence[AssetSpec]) -> list[AssetSpec]:
+    """Upstream first (a stable topological sort of the given specs)."""
+    keys = {spec.key for spec in specs}
+    ordered: list[AssetSpec] = []
+    placed: set[AssetKey] = set()
+    pending = list(specs)
+    while pending:
+        rest: list[AssetSpec] = []
+        for spec in pending:
+            if all(dep.asset_key in placed or dep.asset_key not in keys for dep in spec.deps):
+                ordered.append(spec)
+                placed.add(spec.key)
+            else:
+                rest.append(spec)
+        if len(rest) == len(pending):  # a cycle cannot happen in Dagster; stay safe
+            ordered.extend(rest)
+            break
+        pending = rest
+    return ordered

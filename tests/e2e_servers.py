@@ -87,6 +87,46 @@ mutation Reload($name: String!) {
 """
 
 LOCATION_NAME = "notarius"  # workspace.yaml: location_name
+
+
+PROMPT_OVERRIDE_HOOK = '''"""Test hook (tests/e2e_servers.py: prompt_override_environ): the lane
+of kind KIND reads PROMPT instead of its prompt.md."""
+import dataclasses
+import os
+from pathlib import Path
+
+_spec = os.environ.get("NOTARIUS_E2E_PROMPT_OVERRIDE", "")
+if _spec:
+    from notarius_dagster.engine import lanes as _lanes
+
+    _kind, _, _path = _spec.partition("=")
+    _original = _lanes.load_lane_package
+
+    def load_lane_package(package):
+        lane = _original(package)
+        if lane.kind == _kind:
+            lane = dataclasses.replace(lane, prompt=Path(_path))
+        return lane
+
+    _lanes.load_lane_package = load_lane_package
+'''
+
+
+def prompt_override_environ(root: Path, kind: str, prompt: Path) -> dict[str, str]:
+    """The servers' environment in which the lane of `kind` reads `prompt` (a copy the test
+    may edit; the repository's prompt files are never touched): a `sitecustomize` hook on
+    their PYTHONPATH points the lane the registry loads at the copy, as
+    tests/lane_doubles.py's `use_prompt` does in process."""
+    hook = root / "hook"
+    hook.mkdir(parents=True, exist_ok=True)
+    (hook / "sitecustomize.py").write_text(PROMPT_OVERRIDE_HOOK)
+    python_path = [str(hook), str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]
+    return {
+        "NOTARIUS_E2E_PROMPT_OVERRIDE": f"{kind}={prompt}",
+        "PYTHONPATH": os.pathsep.join(python_path),
+    }
+
+
 _FINISHED = {"SUCCESS", "FAILURE", "CANCELED"}
 
 

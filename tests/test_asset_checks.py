@@ -125,7 +125,11 @@ def test_a_session_run_evaluates_every_check_for_its_partition(
         ("npcs", "rejection_rate"),
         ("session_bundle", "files_match_index"),
         ("session_bundle", "quality_vs_gold"),
+        # unpartitioned, in a step of its own after the run's assets (tests/test_up_to_date.py)
+        *((name, "up_to_date") for name in ("source_document", "chunk_map", "npcs")),
+        *((name, "up_to_date") for name in ("session_bundle", "session_report")),
     }
+    found = {k: e for k, e in found.items() if k[1] != "up_to_date"}
     assert all(e.passed for e in found.values()), {k: e.description for k, e in found.items()}
     assert {e.partition for e in found.values()} == {"checked"}
     assert found[("npcs", "source_refs_in_document")].metadata["references"].value > 0
@@ -136,8 +140,8 @@ def test_checks_are_evaluated_in_the_step_of_their_asset(
     tmp_path: Path, instance: DagsterInstance
 ) -> None:
     """No step of their own: each check's evaluation comes from the step that materialized
-    its asset (a lane's is its level's step, `lanes_1`), so a run has no step for checks
-    (docs/operations.md, "Concurrency and retries")."""
+    its asset (a lane's is its level's step, `lanes_1`); the one step for checks is
+    `up_to_date`'s, for every session asset at once (assets/up_to_date.py)."""
     run_id = materialize(tmp_path, instance, "in-step", lane_responder)
     records = instance.get_records_for_run(
         run_id, of_type=DagsterEventType.ASSET_CHECK_EVALUATION
@@ -153,10 +157,12 @@ def test_checks_are_evaluated_in_the_step_of_their_asset(
         ("rejection_rate", "lanes_1"),
         ("files_match_index", "session_bundle"),
         ("quality_vs_gold", "session_bundle"),
+        ("up_to_date", "up_to_date_checks"),  # every session asset's, one step (up_to_date.py)
     }
     starts = instance.get_records_for_run(run_id, of_type=DagsterEventType.STEP_START).records
     assert sorted(r.event_log_entry.step_key or "" for r in starts) == sorted(
         ["source_document", "chunk_map", "lanes_1", "session_bundle", "session_report"]
+        + ["up_to_date_checks"]
     )
 
 

@@ -11,7 +11,9 @@ check's figures are refreshed by materializing its asset, which the test also do
 bundle (from the stored lanes, no model call).
 
 Should a Dagster upgrade enable the button again, the test clicks it and requires the run it
-launches to succeed: either way a user who clicks gets no failing run. On the base commit
+launches to succeed: either way a user who clicks gets no failing run. The `up_to_date` check
+(assets/up_to_date.py) is the one check that runs alone (it reads every session, no partition),
+so "Execute all" now launches it, and the test requires that run to succeed. On the base commit
 (58174a5) "Execute all" on `session_bundle` was enabled and its run failed, so this test failed
 there."""
 
@@ -188,8 +190,8 @@ def test_the_checks_tab_offers_no_check_run_that_fails(
         assert latest["evaluation"]["partition"] == materialized_session
 
     for asset, checks in (
-        ("session_bundle", ("files_match_index", "quality_vs_gold")),
-        ("npcs", ("schema_valid", "source_refs_in_document", "rejection_rate")),
+        ("session_bundle", ("files_match_index", "quality_vs_gold", "up_to_date")),
+        ("npcs", ("schema_valid", "source_refs_in_document", "rejection_rate", "up_to_date")),
     ):
         page.goto(f"{dagster_servers.url}/assets/{asset}?view=checks")
         for name in checks:
@@ -206,17 +208,18 @@ def test_the_checks_tab_offers_no_check_run_that_fails(
             page.get_by_role("button", name=re.compile(r"(^| )Execute$")).first,
         )
 
-    # Nowhere else either (the asset sidebar, the graph): no check of the code location can be
-    # launched without its asset.
+    # Nowhere else either (the asset sidebar, the graph): the only checks of the code location
+    # that can be launched without their asset are the `up_to_date` ones (assets/up_to_date.py),
+    # which read every session and need no partition: the clicks above launched them.
     nodes = dagster_servers.graphql(_CHECKS)["assetNodes"]
-    launchable = [
-        (node["assetKey"]["path"], check["name"])
+    launchable = {
+        check["name"]
         for node in nodes
         if node["assetChecksOrError"]["__typename"] == "AssetChecks"
         for check in node["assetChecksOrError"]["checks"]
         if check["canExecuteIndividually"] != "REQUIRES_MATERIALIZATION"
-    ]
-    assert launchable == []
+    }
+    assert launchable == {"up_to_date"}
 
     # What refreshes a check instead: materializing its asset; for the bundle, from the
     # stored lanes, without a model call.

@@ -27,7 +27,13 @@ import pytest
 from dagster import AssetRecordsFilter, DagsterInstance
 
 from notarius_dagster.dnd.npcs.lane import LANE as NPCS
-from tests.e2e_servers import REPO, VENV_BIN, DagsterServers, start_servers
+from tests.e2e_servers import (
+    REPO,
+    VENV_BIN,
+    DagsterServers,
+    prompt_override_environ,
+    start_servers,
+)
 from tests.lane_doubles import complete_responder
 from tests.llm_double import responder_server
 
@@ -39,26 +45,6 @@ WAIT_S = 420.0
 NPC_DEPENDANTS = ("combat_turns", "spells", "item_events", "npc_interactions")
 UNCHANGED = ("source_document", "chunk_map", "scene_descriptions")
 
-_HOOK = '''"""Test hook (tests/test_e2e_automation.py): the lane of kind KIND reads PROMPT."""
-import dataclasses
-import os
-from pathlib import Path
-
-_spec = os.environ.get("NOTARIUS_E2E_PROMPT_OVERRIDE", "")
-if _spec:
-    from notarius_dagster.engine import lanes as _lanes
-
-    _kind, _, _path = _spec.partition("=")
-    _original = _lanes.load_lane_package
-
-    def load_lane_package(package):
-        lane = _original(package)
-        if lane.kind == _kind:
-            lane = dataclasses.replace(lane, prompt=Path(_path))
-        return lane
-
-    _lanes.load_lane_package = load_lane_package
-'''
 
 _SENSOR_TICKS = """
 query Ticks($name: String!) {
@@ -74,14 +60,8 @@ query Ticks($name: String!) {
 @pytest.fixture(scope="module")
 def automated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[DagsterServers, Path]]:
     root = tmp_path_factory.mktemp("dagster-automation")
-    hook = root / "hook"
-    hook.mkdir()
-    (hook / "sitecustomize.py").write_text(_HOOK)
     prompt = root / "npcs-prompt.md"
     prompt.write_text(NPCS.prompt.read_text())
-    python_path = os.pathsep.join(
-        [str(hook), str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]
-    )
     with responder_server(complete_responder) as loopback:
         servers = start_servers(
             root,
@@ -90,8 +70,7 @@ def automated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Dagste
             env={
                 "NOTARIUS_AUTOMATION": "running",
                 "NOTARIUS_AUTOMATION_INTERVAL": str(INTERVAL_S),
-                "NOTARIUS_E2E_PROMPT_OVERRIDE": f"{NPCS.kind}={prompt}",
-                "PYTHONPATH": python_path,
+                **prompt_override_environ(root, NPCS.kind, prompt),
             },
         )
         try:

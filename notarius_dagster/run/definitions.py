@@ -22,6 +22,7 @@ from assets.jobs import materialize_session
 from assets.report import build_report_asset
 from assets.run_tags import pipeline_tags
 from assets.sensors import build_sensors
+from assets.up_to_date import build_staleness_definitions
 from notarius_dagster.engine.registry import LaneRegistry
 from notarius_dagster.engine.resolution import (
     ResolvedPipeline,
@@ -119,14 +120,16 @@ def definitions_for(settings: Settings, plan: RunPipeline) -> Definitions:
         pipeline, registry, settings.store.bundles
     )
     tags = pipeline_tags(pipeline)
+    session_assets = [
+        *build_session_assets(plan, extra=extra_assets(pipeline, registry)),
+        build_report_asset(
+            pipeline=pipeline, roster_file=pipeline_roster(pipeline), registry=registry
+        ),
+    ]
+    up_to_date_check, staleness_sensor = build_staleness_definitions(session_assets)
     return Definitions(
-        assets=[
-            *build_session_assets(plan, extra=extra_assets(pipeline, registry)),
-            build_report_asset(
-                pipeline=pipeline, roster_file=pipeline_roster(pipeline), registry=registry
-            ),
-            *campaign_assets,
-        ],
+        assets=[*session_assets, *campaign_assets],
+        asset_checks=[up_to_date_check],
         sensors=[
             *build_sensors(
                 settings.store,
@@ -135,6 +138,7 @@ def definitions_for(settings: Settings, plan: RunPipeline) -> Definitions:
                 llm_not_ready=partial(llm_not_ready, pipeline.llm_profile),
             ),
             build_automation_sensor(tags),
+            staleness_sensor,
             *campaign_sensors,
         ],
         jobs=[materialize_session],
