@@ -29,7 +29,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -218,6 +218,45 @@ class DagsterServers:
             f"no run of {partition!r} finished within {timeout_s:.0f}s "
             f"(last seen: {latest})\n{self.log_tail()}"
         )
+
+    def wait_until(
+        self, partition: str, what: str, done: Callable[[], bool], *, timeout_s: float
+    ) -> None:
+        """Poll `done` every 2 s until it holds; a run of `partition` that fails, a server that
+        exits or a wait that times out fails the test with the server log's tail."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            self.assert_running()
+            failed = [r for r in self.runs_of(partition) if r["status"] in {"FAILURE", "CANCELED"}]
+            if failed:
+                raise AssertionError(
+                    f"run {failed[0]['runId']} ended {failed[0]['status']}\n{self.log_tail()}"
+                )
+            if done():
+                return
+            time.sleep(2.0)
+        raise AssertionError(f"timed out waiting for {what}\n{self.log_tail()}")
+
+    def materializations(self, partition: str) -> dict[str, list[str]]:
+        """Asset name -> the run ids of its materializations of `partition`, oldest first,
+        read from the instance's storage."""
+        from dagster import AssetRecordsFilter, DagsterInstance
+
+        with DagsterInstance.from_config(str(self.home)) as instance:
+            out = {}
+            for key in instance.get_asset_keys():
+                records = instance.fetch_materializations(
+                    AssetRecordsFilter(asset_key=key, asset_partitions=[partition]),
+                    limit=50,
+                    ascending=True,
+                ).records
+                if records:
+                    out[key.to_user_string()] = [r.run_id for r in records]
+            return out
+
+    def all_runs_succeeded(self, partition: str) -> bool:
+        runs = self.runs_of(partition)
+        return bool(runs) and all(r["status"] == "SUCCESS" for r in runs)
 
     def reload_location(
         self, name: str = LOCATION_NAME, timeout_s: float = START_TIMEOUT_S

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dagster import AssetRecordsFilter, DagsterInstance
 
 from notarius_dagster.dnd.npcs.lane import LANE as NPCS
 from tests.e2e_servers import (
@@ -80,46 +79,16 @@ def automated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Dagste
 
 
 def wait_until(servers: DagsterServers, what: str, done: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
-        servers.assert_running()
-        failed = [r for r in servers.runs_of(SESSION) if r["status"] in {"FAILURE", "CANCELED"}]
-        if failed:
-            raise AssertionError(
-                f"run {failed[0]['runId']} ended {failed[0]['status']}\n{servers.log_tail()}"
-            )
-        if done():
-            return
-        time.sleep(2.0)
-    raise AssertionError(f"timed out waiting for {what}\n{servers.log_tail()}")
+    servers.wait_until(SESSION, what, done, timeout_s=WAIT_S)
 
 
 def materializations(servers: DagsterServers) -> dict[str, list[str]]:
     """Asset name -> the run ids of its materializations of SESSION, oldest first."""
-    previous = os.environ.get("DAGSTER_HOME")
-    os.environ["DAGSTER_HOME"] = str(servers.home)
-    try:
-        with DagsterInstance.get() as instance:
-            out = {}
-            for key in instance.get_asset_keys():
-                records = instance.fetch_materializations(
-                    AssetRecordsFilter(asset_key=key, asset_partitions=[SESSION]),
-                    limit=50,
-                    ascending=True,
-                ).records
-                if records:
-                    out[key.to_user_string()] = [r.run_id for r in records]
-            return out
-    finally:
-        if previous is None:
-            os.environ.pop("DAGSTER_HOME", None)
-        else:
-            os.environ["DAGSTER_HOME"] = previous
+    return servers.materializations(SESSION)
 
 
 def all_runs_finished(servers: DagsterServers) -> bool:
-    runs = servers.runs_of(SESSION)
-    return bool(runs) and all(r["status"] == "SUCCESS" for r in runs)
+    return servers.all_runs_succeeded(SESSION)
 
 
 def sensor_has_ticked(servers: DagsterServers) -> bool:

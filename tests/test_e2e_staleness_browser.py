@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from dagster import AssetRecordsFilter, DagsterInstance
 
 from notarius_dagster.dnd.spells.lane import LANE as SPELLS
 from tests.browser import artifacts
@@ -113,38 +112,16 @@ def dagster_servers(
 
 
 def wait_until(servers: DagsterServers, what: str, done: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
-        servers.assert_running()
-        failed = [r for r in servers.runs_of(SESSION) if r["status"] in {"FAILURE", "CANCELED"}]
-        if failed:
-            raise AssertionError(
-                f"run {failed[0]['runId']} ended {failed[0]['status']}\n{servers.log_tail()}"
-            )
-        if done():
-            return
-        time.sleep(2.0)
-    raise AssertionError(f"timed out waiting for {what}\n{servers.log_tail()}")
+    servers.wait_until(SESSION, what, done, timeout_s=WAIT_S)
 
 
 def materializations(servers: DagsterServers) -> dict[str, list[str]]:
     """Asset name -> the run ids of its materializations of SESSION, oldest first."""
-    with DagsterInstance.from_config(str(servers.home)) as instance:
-        out = {}
-        for key in instance.get_asset_keys():
-            records = instance.fetch_materializations(
-                AssetRecordsFilter(asset_key=key, asset_partitions=[SESSION]),
-                limit=50,
-                ascending=True,
-            ).records
-            if records:
-                out[key.to_user_string()] = [r.run_id for r in records]
-        return out
+    return servers.materializations(SESSION)
 
 
 def all_runs_finished(servers: DagsterServers) -> bool:
-    runs = servers.runs_of(SESSION)
-    return bool(runs) and all(r["status"] == "SUCCESS" for r in runs)
+    return servers.all_runs_succeeded(SESSION)
 
 
 PASSED = re.compile(r"(\d+) / (\d+) Passed")
