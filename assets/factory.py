@@ -418,11 +418,18 @@ def build_lane_level_asset(
     plan: RunPipeline, level: int, lanes: Sequence[ResolvedLane], max_rejection: float
 ) -> AssetsDefinition:
     """The assets of one dependency level of lanes (`lane_levels`), executed by one step that
-    runs the selected lanes at the same time (`run_lane_level`). Each lane is its own asset
-    (code version, data version, checks, automation condition, lineage to the lanes it
-    references) and can be materialized alone: the step is subsettable and runs only the
-    lanes selected. The step also evaluates each lane's checks (assets/checks.py) on the value
-    it has just produced, with `max_rejection` as the rejection threshold.
+    runs its lanes at the same time (`run_lane_level`). Each lane is its own asset (code
+    version, data version, checks, automation condition, lineage to the lanes it references).
+    The step also evaluates each lane's checks (assets/checks.py) on the value it has just
+    produced, with `max_rejection` as the rejection threshold.
+
+    The level is not subsettable: a lane is materialized with its level-mates (Dagster's
+    execution set; `assets/jobs.py: with_execution_sets`). A level-mate whose inputs did not
+    change reuses every chunk from its checkpoint (no model call) and keeps its data version,
+    so nothing downstream of it becomes stale. Why not subsettable: a subsettable step lets the
+    UI execute a lane's checks without the lane, in a run without a session, which fails in
+    Dagster's input loading before any Notarius code (partitioned checks, Dagster 1.13); not
+    subsettable, the UI says "This check cannot execute without materializing the asset".
 
     A lane that fails does not stop the others of its level: their values and checks are
     recorded first, then the step fails naming each lane that failed, so no later level runs.
@@ -472,7 +479,6 @@ def build_lane_level_asset(
         ins=ins,
         internal_asset_deps=internal_deps,
         partitions_def=sessions_partitions,
-        can_subset=True,
         pool="llm",
         check_specs=check_specs,
         description=f"Runs the lanes of level {level + 1} "

@@ -5,7 +5,6 @@ failure does not lose the others' work, and that one lane can be materialized al
 
 from __future__ import annotations
 
-import json
 import threading
 from pathlib import Path
 from typing import Any
@@ -129,9 +128,14 @@ def test_a_failed_lane_keeps_the_other_lanes_of_its_level_and_stops_the_next_lev
     assert not (tmp_path / "data" / "bundles" / "half").exists()
 
 
-def test_one_lane_materialized_alone_runs_only_that_lane_in_its_levels_step(
+def test_one_lane_is_materialized_with_its_level_mates_from_their_checkpoints(
     tmp_path: Path, instance: DagsterInstance
 ) -> None:
+    """Asking for `spells` alone (what `notarius run` and the backfill send after only its
+    prompt changed) materializes its level with it: the level is one step, not subsettable, so
+    the UI cannot run a lane's checks without the lane. Nothing calls the model: every chunk of
+    every lane comes from its checkpoint, and the level-mates keep their data versions."""
+    from assets.jobs import with_execution_sets
     from notarius_dagster.run.definitions import definitions_for, run_pipeline
     from notarius_dagster.run.runner import run_settings
 
@@ -139,21 +143,29 @@ def test_one_lane_materialized_alone_runs_only_that_lane_in_its_levels_step(
         first = run_complete(tmp_path, instance, "alone")
         assert first.success, first.error
         calls_before = len(double.calls)
+        versions_before = data_versions(instance, "alone")
         settings = run_settings(
             profile=COMPLETE, data_root=tmp_path / "data", llm_profile="test-double"
         )
-        plan = run_pipeline(settings)
-        job = definitions_for(settings, plan).resolve_job_def("materialize_session")
-        result = job.execute_in_process(
-            instance=instance,
-            partition_key="alone",
-            asset_selection=[AssetKey("spells")],
-            raise_on_error=False,
+        defs = definitions_for(settings, run_pipeline(settings))
+        selection = with_execution_sets(defs, [AssetKey("spells")])
+        result = defs.resolve_job_def("materialize_session").execute_in_process(
+            instance=instance, partition_key="alone", asset_selection=selection
         )
+    level_2 = {"combat_turns", "item_events", "npc_interactions", "spells"}
+    assert {k.to_user_string() for k in selection} == level_2
     assert result.success
-    assert materialized(instance, result.run_id) == {"spells"}
+    assert materialized(instance, result.run_id) == level_2
     assert len(double.calls) == calls_before  # every chunk reused from its checkpoint
-    spells = json.loads(
-        (tmp_path / "data" / "bundles" / "alone" / "lanes" / "spells.json").read_text()
-    )
-    assert "spells" in spells
+    assert data_versions(instance, "alone") == versions_before
+
+
+def data_versions(instance: DagsterInstance, session: str) -> dict[str, str | None]:
+    """Each lane's latest data version in `session` (Dagster's `dagster/data_version` tag)."""
+    found = {}
+    for name in ("combat_turns", "item_events", "npc_interactions", "spells"):
+        event = instance.get_latest_materialization_event(AssetKey(name))
+        assert event is not None and event.asset_materialization is not None
+        assert event.asset_materialization.partition == session
+        found[name] = (event.tags or {}).get("dagster/data_version")
+    return found

@@ -150,7 +150,7 @@ def stale_backfill(
     """Shared by the command and the tests. `in_process` is kept for callers; every re-run
     happens in this process, holding the session's lock in `store` (when given) from its busy
     check to its run's end, as `notarius run` does."""
-    from assets.jobs import SESSION_JOB_NAME
+    from assets.jobs import SESSION_JOB_NAME, with_execution_sets
     from assets.staleness import find_stale
     from notarius_dagster.run_guard import (
         SessionBusyError,
@@ -204,7 +204,7 @@ def stale_backfill(
                 instance=instance,
                 partition_key=partition,
                 raise_on_error=False,
-                asset_selection=sorted(plan.to_run[partition], key=lambda k: k.to_user_string()),
+                asset_selection=with_execution_sets(defs, plan.to_run[partition]),
                 run_config={"loggers": {"progress": {"config": {"log_level": "INFO"}}}},
                 tags={**job_tags, **cli_run_tags(partition), STALE_RERUN_TAG: "true"},
             )

@@ -32,7 +32,7 @@ from dagster import (
 )
 from pydantic import JsonValue
 
-from assets.jobs import SESSION_JOB_NAME
+from assets.jobs import SESSION_JOB_NAME, with_execution_sets
 from assets.partitions import sessions_partitions
 from notarius_dagster.engine.errors import LLMUnavailableError, NotariusError
 from notarius_dagster.engine.redaction import redact_secrets
@@ -182,7 +182,11 @@ def run_session(
         if not staleness.stale:
             return RunOutcome(run_id=None, success=True, error=None, up_to_date=up_to_date)
         if staleness.up_to_date:
-            selection = list(staleness.stale)
+            selection = with_execution_sets(defs, staleness.stale)
+            # A level-mate of a stale lane runs with it (from its checkpoints): not "up to date".
+            up_to_date = tuple(
+                k.to_user_string() for k in staleness.up_to_date if k not in selection
+            )
     job = defs.resolve_job_def(SESSION_JOB_NAME)
     result = job.execute_in_process(
         instance=instance,
