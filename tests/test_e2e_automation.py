@@ -8,9 +8,10 @@ copy, as tests/lane_doubles.py's `use_prompt` does in process). Then:
 1. `notarius sessions add` registers a session; nothing is launched by hand, and the automation
    sensor materializes the whole session.
 2. The copied prompt is edited and the code location reloaded (GraphQL
-   `reloadRepositoryLocation`, what the UI's *Reload* does): only `npcs` and what depends on it
-   re-materialize; `source_document`, `chunk_map` and `scene_descriptions` do not, and the
-   lanes that consume `npcs` make no model call (their chunks come from checkpoints).
+   `reloadRepositoryLocation`, what the UI's *Reload* does): only `npcs`, its level-mate
+   `scene_descriptions` (one step, assets/factory.py) and what depends on `npcs`
+   re-materialize; `source_document` and `chunk_map` do not, and every lane but `npcs` makes no
+   model call (its chunks come from checkpoints).
 3. Every run carries the session, profile digest and model tags."""
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ COMPLETE = REPO / "configs" / "dnd-complete.yaml"
 INTERVAL_S = 5
 WAIT_S = 420.0
 NPC_DEPENDANTS = ("combat_turns", "spells", "item_events", "npc_interactions")
-UNCHANGED = ("source_document", "chunk_map", "scene_descriptions")
+UNCHANGED = ("source_document", "chunk_map")
 
 
 _SENSOR_TICKS = """
@@ -159,7 +160,7 @@ def test_a_prompt_edit_re_materializes_only_that_lane_and_its_dependants(
     after = materializations(servers)
     for name in UNCHANGED:
         assert after[name] == first[name], f"{name} re-materialized"
-    changed = ["npcs", *NPC_DEPENDANTS, "session_bundle", "session_report"]
+    changed = ["npcs", "scene_descriptions", *NPC_DEPENDANTS, "session_bundle", "session_report"]
     if "evidence_context" in after:
         changed.append("evidence_context")
     for name in changed:
@@ -174,10 +175,16 @@ def test_a_prompt_edit_re_materializes_only_that_lane_and_its_dependants(
     lanes = manifest_lanes(servers)
     assert lanes["npcs"]["chunks"]["reused"] == 0
     assert lanes["npcs"]["llm"]["calls"] == before["npcs"]["llm"]["calls"]
-    for dependant in ("combat-turns", "spells", "item-events", "npc-interactions"):
-        chunks = lanes[dependant]["chunks"]
-        assert lanes[dependant]["llm"]["calls"] == 0 and chunks["reused"] == chunks["total"]
-    assert lanes["scene-descriptions"] == before["scene-descriptions"]
+    for other in (
+        "combat-turns",
+        "spells",
+        "item-events",
+        "npc-interactions",
+        "scene-descriptions",
+    ):
+        chunks = lanes[other]["chunks"]
+        assert lanes[other]["llm"]["calls"] == 0 and chunks["reused"] == chunks["total"]
+    assert lanes["scene-descriptions"]["records"] == before["scene-descriptions"]["records"]
 
     runs = servers.runs_of(SESSION)
     assert {r["runId"] for r in runs} - first_runs == reruns

@@ -167,5 +167,6 @@ def data_versions(instance: DagsterInstance, session: str) -> dict[str, str | No
         event = instance.get_latest_materialization_event(AssetKey(name))
         assert event is not None and event.asset_materialization is not None
         assert event.asset_materialization.partition == session
-        found[name] = (event.tags or {}).get("dagster/data_version")
+        found[name] = (event.asset_materialization.tags or {}).get("dagster/data_version")
+        assert found[name] is not None
     return found

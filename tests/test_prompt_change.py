@@ -160,12 +160,28 @@ def test_stale_backfill_calls_the_model_only_for_the_edited_lane(
     for session in SESSIONS:
         lanes = {lane["lane_id"]: lane for lane in manifest(tmp_path, session)["artifact_lanes"]}
         assert lanes["npcs"]["chunks"]["reused"] == 0
-        for dependant in ("combat-turns", "npc-interactions", "item-events", "spells"):
-            chunks = lanes[dependant]["chunks"]
-            assert chunks["reused"] == chunks["total"] and lanes[dependant]["llm"]["calls"] == 0
-    # The scene lane does not depend on npcs: the backfill left it alone.
-    runs_of_scenes = instance.fetch_materializations(AssetKey("scene_descriptions"), limit=100)
-    assert len(runs_of_scenes.records) == len(SESSIONS)
+        # The dependants re-ran from their checkpoints; the scene lane, npcs' level-mate (one
+        # step, assets/factory.py), ran with it from its checkpoints too.
+        for other in (
+            "combat-turns",
+            "npc-interactions",
+            "item-events",
+            "spells",
+            "scene-descriptions",
+        ):
+            chunks = lanes[other]["chunks"]
+            assert chunks["reused"] == chunks["total"] and lanes[other]["llm"]["calls"] == 0
+    # The scene lane does not depend on npcs: its value, and so its data version, is unchanged.
+    scenes = instance.fetch_materializations(AssetKey("scene_descriptions"), limit=100).records
+    assert len(scenes) == 2 * len(SESSIONS)
+    by_session: dict[str | None, set[str | None]] = {}
+    for record in scenes:
+        materialization = record.asset_materialization
+        assert materialization is not None
+        version = (materialization.tags or {}).get("dagster/data_version")
+        assert version is not None
+        by_session.setdefault(materialization.partition, set()).add(version)
+    assert all(len(versions) == 1 for versions in by_session.values()), by_session
 
     with scripted_llm(lane_doubles.complete_responder) as third:
         assert (
