@@ -202,13 +202,15 @@ def test_a_prompt_edit_shows_stale_in_the_lineage_then_re_runs_only_its_lane(
     first_runs = {r["runId"] for r in servers.runs_of(SESSION)}
     assert not gate.held.is_set()
 
-    # Before the edit: every check of `spells` passes, `up_to_date` among them.
+    # Before the edit: every check of `spells` passes, `up_to_date` among them. Its result is
+    # waited for first: on a loaded machine the last report may still be the one made while
+    # the first run was in progress ("being re-run"), until the next look of the sensor.
+    up_to_date_says(page, servers.url, "spells", "up to date in all 1 materialized session(s)")
     node = lane_node(page, servers.url, "spells")
     before = checks_row(node)
     assert before[0] == before[1], node.text_content()
     expect(node.get_by_role("link", name=WARNED)).to_have_count(0)
     before_text = node.text_content() or ""
-    up_to_date_says(page, servers.url, "spells", "up to date in all 1 materialized session(s)")
 
     prompt.write_text(prompt.read_text() + EDIT)
     servers.reload_location()
