@@ -139,9 +139,8 @@ def asset_name(lane_id: str) -> str:
 
 def runtime_reference_assets(pipeline: ResolvedPipeline) -> list[str]:
     """The steps (ops) that take `RuntimeReferences` config, in graph order: the lanes' are
-    their levels' steps (`level_op_name`)."""
-    levels = [level_op_name(n) for n in range(len(lane_levels(pipeline)))]
-    return ["source_document", "chunk_map", *levels]
+    their levels' steps (`level_op_names`)."""
+    return ["source_document", "chunk_map", *level_op_names(pipeline)]
 
 
 RETRY_REJECTED_CONFIG = "retry_rejected"
@@ -161,7 +160,7 @@ def runtime_references_config(
     config: dict[str, Any] = {"references": dict(references), "unbind": list(unbind)}
     if max_calls is not None:
         config["max_calls"] = max_calls
-    lanes = {level_op_name(n) for n in range(len(lane_levels(pipeline)))}
+    lanes = set(level_op_names(pipeline))
     return {
         "ops": {
             name: {
@@ -414,6 +413,11 @@ def level_op_name(level: int) -> str:
     return f"lanes_{level + 1}"
 
 
+def level_op_names(pipeline: ResolvedPipeline) -> list[str]:
+    """The steps of the pipeline's lane levels, in order."""
+    return [level_op_name(n) for n in range(len(lane_levels(pipeline)))]
+
+
 def build_lane_level_asset(
     plan: RunPipeline, level: int, lanes: Sequence[ResolvedLane], max_rejection: float
 ) -> AssetsDefinition:
@@ -453,7 +457,6 @@ def build_lane_level_asset(
             automation_condition=session_condition(),
             tags={"notarius/lane": lane.id},
             description=lane_description(lane, specs[lane.id]),
-            is_required=False,
         )
         for lane in lanes
     }
@@ -492,20 +495,15 @@ def build_lane_level_asset(
         **upstream: Any,
     ) -> Iterator[Output[LaneResult] | AssetCheckResult]:
         ensure_run_tags(context, plan.pipeline)
-        selected = [
-            lane for lane in lanes if AssetKey(asset_name(lane.id)) in context.selected_asset_keys
-        ]
         llm.load_client()  # before the deadline starts: the import is not the lanes' time
         deadline = lane_deadline(context, op_name, llm.profile.lane_deadline_s)
         outcomes = run_lane_level(
             plan,
-            [lane.id for lane in selected],
+            [lane.id for lane in lanes],
             config.overrides(),
             document=upstream["source_document"],
             chunks=upstream["chunk_map"],
-            upstream={
-                dep: upstream[asset_name(dep)] for lane in selected for dep in lane.depends_on
-            },
+            upstream={dep: upstream[asset_name(dep)] for lane in lanes for dep in lane.depends_on},
             open_client=llm.client,
             session_id=context.partition_key,
             llm_fingerprint=llm.fingerprint(),
@@ -517,7 +515,7 @@ def build_lane_level_asset(
         failed = [o for o in outcomes if o.error is not None]
         if failed and all(isinstance(o.error, TransientLLMError) for o in failed):
             retry_level(context, deadline, failed)
-        for lane, outcome in zip(selected, outcomes, strict=True):
+        for lane, outcome in zip(lanes, outcomes, strict=True):
             if outcome.result is None:
                 continue
             key = AssetKey(asset_name(lane.id))
@@ -584,8 +582,7 @@ def lane_failure_text(outcome: LaneOutcome, retry_number: int, deadline: LaneDea
         return _text(exc, f"{what}: the chosen LLM tier is unavailable")
     if isinstance(exc, (LLMError, NotariusError)):
         return _text(exc, what)
-    if isinstance(exc, (OSError, MemoryError)):
-        return f"{what}: {cause_of(exc)}"
+    # Anything else (disk full, out of memory, a bug): its cause, without paths or content.
     return f"{what}: {cause_of(exc) if exc is not None else 'failed'}"
 
 
