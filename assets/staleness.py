@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from dagster import (
     AssetKey,
@@ -86,25 +87,31 @@ def _session_assets(
         for key in item.keys:
             if item.group_names_by_key.get(key) in groups:
                 found.append((key, item))
-    return _graph_order(found)
+    return _upstream_first(
+        found, key=lambda pair: pair[0], deps=lambda pair: pair[1].asset_deps.get(pair[0], ())
+    )
 
 
-def _graph_order(
-    found: Sequence[tuple[AssetKey, AssetsDefinition]],
-) -> list[tuple[AssetKey, AssetsDefinition]]:
-    """Upstream first (a stable topological sort of the given assets)."""
-    keys = {key for key, _ in found}
-    ordered: list[tuple[AssetKey, AssetsDefinition]] = []
+T = TypeVar("T")
+
+
+def _upstream_first(
+    items: Sequence[T], key: Callable[[T], AssetKey], deps: Callable[[T], Iterable[AssetKey]]
+) -> list[T]:
+    """`items` upstream first: a stable topological sort by `deps`, where a dependency outside
+    `items` does not count."""
+    keys = {key(item) for item in items}
+    ordered: list[T] = []
     placed: set[AssetKey] = set()
-    pending = list(found)
+    pending = list(items)
     while pending:
-        rest = []
-        for key, item in pending:
-            if all(dep in placed or dep not in keys for dep in item.asset_deps.get(key, ())):
-                ordered.append((key, item))
-                placed.add(key)
+        rest: list[T] = []
+        for item in pending:
+            if all(dep in placed or dep not in keys for dep in deps(item)):
+                ordered.append(item)
+                placed.add(key(item))
             else:
-                rest.append((key, item))
+                rest.append(item)
         if len(rest) == len(pending):  # a cycle cannot happen in Dagster; stay safe
             ordered.extend(rest)
             break
@@ -235,7 +242,9 @@ def stale_causes(
     An asset never materialized in the partition is absent: it is missing, not stale. What
     lies outside the graph (a reference file edited in place) is `session_staleness`'s part,
     for `notarius run`; a changed transcript shows here as `source_document`'s upstream."""
-    ordered = _spec_order(specs)
+    ordered = _upstream_first(
+        specs, key=lambda spec: spec.key, deps=lambda spec: (dep.asset_key for dep in spec.deps)
+    )
     in_graph = {spec.key for spec in ordered}
     data_versions: dict[AssetKey, str | None] = {}
     causes: dict[AssetKey, tuple[str, ...]] = {}
@@ -261,24 +270,3 @@ def stale_causes(
                 found.append(f"upstream {name} changed")
         causes[spec.key] = tuple(found)
     return causes
-
-
-def _spec_order(specs: Sequence[AssetSpec]) -> list[AssetSpec]:
-    """Upstream first (a stable topological sort of the given specs)."""
-    keys = {spec.key for spec in specs}
-    ordered: list[AssetSpec] = []
-    placed: set[AssetKey] = set()
-    pending = list(specs)
-    while pending:
-        rest: list[AssetSpec] = []
-        for spec in pending:
-            if all(dep.asset_key in placed or dep.asset_key not in keys for dep in spec.deps):
-                ordered.append(spec)
-                placed.add(spec.key)
-            else:
-                rest.append(spec)
-        if len(rest) == len(pending):  # a cycle cannot happen in Dagster; stay safe
-            ordered.extend(rest)
-            break
-        pending = rest
-    return ordered
