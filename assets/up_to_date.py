@@ -36,6 +36,7 @@ import hashlib
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypedDict
 
 from dagster import (
     AssetCheckEvaluation,
@@ -72,6 +73,18 @@ STALENESS_INTERVAL_S = 10
 session asset; one that re-evaluates costs one per (asset, session)."""
 MAX_LISTED = 20
 """Sessions named in a result's description and table; the counts are always complete."""
+
+
+class CheckFields(TypedDict):
+    """What an `up_to_date` result says, in the keywords both `AssetCheckResult` (in a run) and
+    `AssetCheckEvaluation` (reported by the sensor) take."""
+
+    asset_key: AssetKey
+    check_name: str
+    passed: bool
+    severity: AssetCheckSeverity
+    description: str
+    metadata: dict[str, MetadataValue]
 
 
 @dataclass(frozen=True)
@@ -113,6 +126,18 @@ class Freshness:
             "being_re_run": MetadataValue.int(len(self.rerunning & set(self.stale))),
             "stale": MetadataValue.md(table if rows else "nothing is stale"),
         }
+
+    def check_fields(self, key: AssetKey) -> CheckFields:
+        """This answer as the `up_to_date` result of asset `key` (WARN: stale output is not
+        wrong output)."""
+        return CheckFields(
+            asset_key=key,
+            check_name=UP_TO_DATE_CHECK,
+            passed=self.passed,
+            severity=AssetCheckSeverity.WARN,
+            description=self.description(),
+            metadata=self.metadata(),
+        )
 
     def digest(self) -> str:
         body = json.dumps(
@@ -186,14 +211,7 @@ def build_up_to_date_check(specs: Sequence[AssetSpec]) -> AssetChecksDefinition:
             context.instance, [s for s in specs if s.key in selected], running=partition
         )
         for key, answer in answers.items():
-            yield AssetCheckResult(
-                asset_key=key,
-                check_name=UP_TO_DATE_CHECK,
-                passed=answer.passed,
-                severity=AssetCheckSeverity.WARN,
-                description=answer.description(),
-                metadata=answer.metadata(),
-            )
+            yield AssetCheckResult(**answer.check_fields(key))
 
     return up_to_date_checks
 
@@ -249,16 +267,7 @@ def build_staleness_sensor(specs: Sequence[AssetSpec]) -> SensorDefinition:
             if answer.materialized == 0 or reported.get(name) == stamp:
                 continue
             reported[name] = stamp
-            events.append(
-                AssetCheckEvaluation(
-                    asset_key=key,
-                    check_name=UP_TO_DATE_CHECK,
-                    passed=answer.passed,
-                    severity=AssetCheckSeverity.WARN,
-                    description=answer.description(),
-                    metadata=answer.metadata(),
-                )
-            )
+            events.append(AssetCheckEvaluation(**answer.check_fields(key)))
         new_cursor = json.dumps(
             {"code_versions": code_versions, "latest": latest, "busy": busy, "reported": reported}
         )
