@@ -36,7 +36,13 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tests.llm_double import ResponderServer, loopback_environ, loopback_profile_file
+from tests.llm_double import (
+    Responder,
+    ResponderServer,
+    loopback_environ,
+    loopback_profile_file,
+    responder_server,
+)
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
@@ -125,6 +131,30 @@ def prompt_override_environ(root: Path, kind: str, prompt: Path) -> dict[str, st
         "NOTARIUS_E2E_PROMPT_OVERRIDE": f"{kind}={prompt}",
         "PYTHONPATH": os.pathsep.join(python_path),
     }
+
+
+@contextlib.contextmanager
+def automated_servers(
+    root: Path, responder: Responder, *, profile: Path, interval_s: int, kind: str, prompt: Path
+) -> Iterator[DagsterServers]:
+    """Servers for `profile` with the model answered by `responder` on loopback, the automation
+    sensor on at `interval_s`, and the lane of `kind` reading `prompt` (a copy the test edits);
+    stopped on exit."""
+    with responder_server(responder) as loopback:
+        servers = start_servers(
+            root,
+            loopback,
+            profile=profile,
+            env={
+                "NOTARIUS_AUTOMATION": "running",
+                "NOTARIUS_AUTOMATION_INTERVAL": str(interval_s),
+                **prompt_override_environ(root, kind, prompt),
+            },
+        )
+        try:
+            yield servers
+        finally:
+            servers.stop()
 
 
 _FINISHED = {"SUCCESS", "FAILURE", "CANCELED"}

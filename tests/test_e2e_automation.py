@@ -31,11 +31,9 @@ from tests.e2e_servers import (
     REPO,
     VENV_BIN,
     DagsterServers,
-    prompt_override_environ,
-    start_servers,
+    automated_servers,
 )
 from tests.lane_doubles import complete_responder
-from tests.llm_double import responder_server
 
 SESSION = "e2e-auto"
 SAMPLE = REPO / "samples" / "crd3-c2e001-slice.jsonl"
@@ -62,21 +60,15 @@ def automated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Dagste
     root = tmp_path_factory.mktemp("dagster-automation")
     prompt = root / "npcs-prompt.md"
     prompt.write_text(NPCS.prompt.read_text())
-    with responder_server(complete_responder) as loopback:
-        servers = start_servers(
-            root,
-            loopback,
-            profile=COMPLETE,
-            env={
-                "NOTARIUS_AUTOMATION": "running",
-                "NOTARIUS_AUTOMATION_INTERVAL": str(INTERVAL_S),
-                **prompt_override_environ(root, NPCS.kind, prompt),
-            },
-        )
-        try:
-            yield servers, prompt
-        finally:
-            servers.stop()
+    with automated_servers(
+        root,
+        complete_responder,
+        profile=COMPLETE,
+        interval_s=INTERVAL_S,
+        kind=NPCS.kind,
+        prompt=prompt,
+    ) as servers:
+        yield servers, prompt
 
 
 def wait_until(servers: DagsterServers, what: str, done: Callable[[], bool]) -> None:

@@ -39,11 +39,10 @@ from tests.e2e_servers import (
     REPO,
     VENV_BIN,
     DagsterServers,
-    prompt_override_environ,
-    start_servers,
+    automated_servers,
 )
 from tests.lane_doubles import complete_responder
-from tests.llm_double import Messages, responder_server
+from tests.llm_double import Messages
 
 if TYPE_CHECKING:
     from playwright.sync_api import Locator, Page
@@ -97,22 +96,18 @@ def dagster_servers(
     """This module's own servers (the `page` fixture opens them): the complete profile, the
     automation on, `spells` reading `prompt`."""
     root = tmp_path_factory.mktemp("dagster-stale")
-    with responder_server(gate.responder) as loopback:
-        servers = start_servers(
-            root,
-            loopback,
-            profile=COMPLETE,
-            env={
-                "NOTARIUS_AUTOMATION": "running",
-                "NOTARIUS_AUTOMATION_INTERVAL": str(INTERVAL_S),
-                **prompt_override_environ(root, SPELLS.kind, prompt),
-            },
-        )
+    with automated_servers(
+        root,
+        gate.responder,
+        profile=COMPLETE,
+        interval_s=INTERVAL_S,
+        kind=SPELLS.kind,
+        prompt=prompt,
+    ) as servers:
         try:
             yield servers
         finally:
-            gate.opened.set()
-            servers.stop()
+            gate.opened.set()  # before the servers stop: no held call outlives them
 
 
 def wait_until(servers: DagsterServers, what: str, done: Callable[[], bool]) -> None:
