@@ -304,13 +304,7 @@ def run_env(tree: Path, store: Store) -> dict[str, str]:
     """The environment of a product process run from `tree`. PYTHONDONTWRITEBYTECODE is set:
     a run reads the bytecode its tree holds (`compiled_copy`) and writes none, so every repeat
     starts from the same tree."""
-    # NOTARIUS_EXECUTOR passes through: `in_process` measures the serial executor for the
-    # choice docs/operations.md explains.
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith("NOTARIUS_") or k == "NOTARIUS_EXECUTOR"
-    }
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NOTARIUS_")}
     env.update(
         PYTHONDONTWRITEBYTECODE="1",
         PYTHONPATH=str(tree),

@@ -14,7 +14,6 @@ secret there and the database holds only the variable's name."""
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import os
 from collections.abc import Iterator, Mapping, MutableMapping
@@ -52,10 +51,16 @@ class LLMResource(ConfigurableResource):
         return self.profile.fingerprint()
 
     def load_client(self) -> None:
-        """Import the LLM client (and litellm with it) now: what a lane step does before its
-        deadline starts, so the seconds of the import (once per process) never count against
-        a lane's `lane_deadline_s`."""
-        importlib.import_module("notarius_dagster.llm.client")
+        """Import the LLM client (and litellm with it) and do litellm's lazy first-call work
+        now (`warm_litellm`, offline): what a lane step does before its deadline starts, so
+        the seconds it takes (once per process) never count against a lane's
+        `lane_deadline_s`, and what it loads lives for the process's life, out of the
+        collector's way (engine/long_lived.py)."""
+        from notarius_dagster.engine.long_lived import loading_for_life
+        from notarius_dagster.llm.warm import warm_litellm
+
+        with loading_for_life():
+            warm_litellm()
 
     @contextmanager
     def client(self) -> Iterator[LiteLLMClient]:

@@ -1,7 +1,5 @@
 """`python -m notarius_dagster.cli`: the same entry point as the `notarius` script."""
 
-import sys
+from notarius_dagster.cli.main import entry
 
-from notarius_dagster.cli.main import main
-
-sys.exit(main())
+entry()

@@ -20,7 +20,6 @@ import contextlib
 import importlib
 import importlib.util
 import json
-import os
 import time
 from typing import TYPE_CHECKING
 
@@ -113,13 +112,11 @@ def _complete_offline() -> None:
         lane="warm-up",
         chunk_id="warm-up",
     )
-    os.environ[_KEY_ENV] = "warm-up"  # a key for the preflight; no request leaves the process
-    try:
-        client = LiteLLMClient(profile)
-        rung = client.first_rung(request.lane)
-        kwargs = client.completion_kwargs(client.messages(rung, request), rung, request)
-    finally:
-        os.environ.pop(_KEY_ENV, None)
+    # A key for the preflight, given to the client (never to the environment, which the lanes'
+    # threads read); no request leaves the process.
+    client = LiteLLMClient(profile, api_key="warm-up")
+    rung = client.first_rung(request.lane)
+    kwargs = client.completion_kwargs(client.messages(rung, request), rung, request)
     http = httpx.Client(transport=httpx.MockTransport(_answer))
     # litellm hands the SDK an httpx client too (the SDK types it as its vendored httpx2).
     sdk = openai.OpenAI(api_key="warm-up", base_url="http://127.0.0.1:9/v1", http_client=http)  # type: ignore[arg-type]

@@ -31,11 +31,12 @@ _STORAGE_MODULES = [
 PRELOAD_MODULES = [
     "notarius_dagster.run.definitions",
     "notarius_dagster.run.runner",
-    # The LLM client (litellm alone costs seconds of CPU), so no worker imports it, and
-    # litellm's first-call work (0.35-0.5 s of CPU), so no worker pays it.
+    # The LLM client (litellm alone costs seconds of CPU), so no worker imports it.
     "notarius_dagster.llm.client",
-    "notarius_dagster.run.forkserver_warm",
     *_STORAGE_MODULES,
+    # Last: litellm's first-call work (0.35-0.5 s of CPU), so no worker pays it, then
+    # everything above frozen for the workers' lives (engine/long_lived.py).
+    "notarius_dagster.run.forkserver_warm",
 ]
 """Modules a session worker needs, imported once by the forkserver so each worker is a fork,
 not an import."""
