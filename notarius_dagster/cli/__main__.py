@@ -1,5 +1,7 @@
 """`python -m notarius_dagster.cli`: the same entry point as the `notarius` script."""
 
-from notarius_dagster.cli.main import entry
+import sys
 
-entry()
+from notarius_dagster.cli.main import main
+
+sys.exit(main())

@@ -12,7 +12,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING
 
 from pydantic import JsonValue
 
@@ -685,15 +685,6 @@ def stop_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, interrupt)
 
 
-def entry() -> NoReturn:
-    """The `notarius` console script: `main`, then the process ends without tearing down the
-    modules it loaded (2–2.6 s of CPU after a run; notarius_dagster/engine/long_lived.py).
-    Tests call `main` instead, which returns."""
-    from notarius_dagster.engine.long_lived import exit_without_teardown
-
-    exit_without_teardown(main())
-
-
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     stop_on_sigterm()
@@ -708,4 +699,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    entry()
+    sys.exit(main())

@@ -1,33 +1,30 @@
-"""What a process imports lives until it exits: the cycle collector need not keep walking it,
-and the process need not take it apart at exit.
+"""What a process imports lives until it exits: the cycle collector need not keep walking it.
 
 Why (issue 22, measured on one `notarius run` of a 2,070-unit session with the complete profile,
 against the loopback latency server, on an idle 2-core machine; `gc.callbacks` timing):
+importing Dagster, the code location and litellm allocates a few million objects, and Python's
+full (generation 2) collection, triggered as that heap grows, walks all of it each time: nine
+full collections, 1.5–1.9 s of CPU, every one during an import and none once the lanes run.
+Tearing the heap down at exit, after the last `atexit` handler, cost 1.7–1.9 s more, most of
+it the interpreter's last collections over the same objects.
 
-- Importing Dagster, the code location and litellm allocates a few million objects. Python's
-  full (generation 2) collection is triggered as that heap grows and walks all of it each
-  time: nine full collections, 1.6–1.9 s of CPU, every one of them during an import; none
-  after, once the lanes run.
-- Tearing that heap down at interpreter exit (module dictionaries, pydantic validators,
-  litellm's provider tables) took 2.0–2.6 s more, after the run's last line was printed.
+`loading_for_life` pauses the collector while such code is imported and then moves what was
+imported to the permanent generation (`gc.freeze`), which later collections, the last ones at
+exit included, skip. Collection and teardown together went from 3.7–3.8 s to 0.5–0.6 s of CPU
+on that run. It changes only when memory is reclaimed, never what a command does or writes;
+the price is that a cycle made unreachable before a freeze is never collected (a process loads
+its code once, so that is bounded).
 
-Both are paid for nothing: the modules live as long as the process. `loading_for_life` pauses
-the collector while such code is imported and then moves what was imported to the permanent
-generation (`gc.freeze`), which later collections skip; `exit_without_teardown` ends the
-console command after Python's exit handlers have run, without the teardown. Both only change
-when memory is reclaimed, never what a command does or writes."""
+Tried and not kept: ending the command with `os._exit` after the `atexit` handlers, to skip the
+rest of the teardown (0.45 s less CPU). It also skips the shutdown of Python's thread and
+process pools, which `atexit` does not run: after SIGTERM, `notarius run --jobs` then waited
+for ever on workers that were never told to stop."""
 
 from __future__ import annotations
 
-import atexit
-import contextlib
 import gc
-import logging
-import os
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import NoReturn
 
 
 @contextmanager
@@ -43,21 +40,3 @@ def loading_for_life() -> Iterator[None]:
         gc.freeze()
         if enabled:
             gc.enable()
-
-
-def exit_without_teardown(status: int) -> NoReturn:
-    """End the process with `status` as Python would, minus tearing down its objects: buffered
-    output flushed, logging shut down, every `atexit` handler run (Dagster's, litellm's and
-    multiprocessing's among them), then `os._exit`.
-
-    Only for the console command's own process, after its command has returned: threads still
-    running (none of ours; at most a litellm logging callback, which we do not register) are
-    not waited for. Never call it where Python code runs on afterwards (tests calling `main`)."""
-    logging.shutdown()
-    # atexit's own runner: the handlers in their documented order, as interpreter exit runs them.
-    atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        # A closed pipe or stream: nothing more can be said.
-        with contextlib.suppress(OSError, ValueError):
-            stream.flush()
-    os._exit(status)

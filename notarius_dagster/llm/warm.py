@@ -1,5 +1,5 @@
-"""litellm warmed in a process that will fork: the parts litellm loads lazily on its first
-completion, paid once before the fork instead of once per step process after it.
+"""litellm's first-call work done before a lane's deadline starts: the parts litellm loads
+lazily on its first completion, paid by the process once, outside the lanes' time.
 
 Measured (issue 22): a lane step paid 0.40–0.52 s of CPU on its first litellm call and 0.02 s
 on later ones. Tracing that first call against a loopback server showed what it loads: about a
@@ -10,9 +10,13 @@ and the response path (ModelResponse, pricing).
 `warm_litellm()` runs that whole path once without a network: one `litellm.completion` in the
 shape the client sends (`LiteLLMClient.completion_kwargs`: a structured-output request on the
 `json_schema` rung), through an OpenAI SDK client whose HTTP transport is an in-memory
-`httpx.MockTransport` answering a valid chat completion. No socket is opened, no thread is left
-running and no client is cached, so forking afterwards is safe. The forkserver of a run calls it
-as it starts (`notarius_dagster/run/workers.py`: PRELOAD_MODULES)."""
+`httpx.MockTransport` answering a valid chat completion. No socket is opened and no client is
+cached. `LLMResource.load_client` calls it, in the process that runs the lanes.
+
+Never in a process that forks afterwards: the completion leaves litellm's logging threads
+running (its success handler runs on one after the call returns), and a child forked while
+one of them holds a lock hangs. Tried in the `--jobs` forkserver, it hung the workers on an
+import lock (notarius_dagster/run/forkserver_freeze.py)."""
 
 from __future__ import annotations
 

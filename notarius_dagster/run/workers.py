@@ -3,8 +3,8 @@ transcripts (`--jobs` sessions at a time), and what that forkserver holds before
 
 A worker is a fork of the forkserver, so whatever the forkserver imported is there for free, and
 whatever it did not is paid again by every worker: the code location, the LLM client with
-litellm (seconds of CPU to import), litellm's first-call work (`forkserver_warm.py`) and the
-instance's storage modules. Each worker then runs its sessions in process, one after another
+litellm (seconds of CPU to import) and the instance's storage modules, frozen before the first
+fork (`forkserver_freeze.py`). Each worker then runs its sessions in process, one after another
 (a session is one process: its lanes of one level run on threads inside their level's step,
 assets/factory.py). One session alone runs in the command's own process, without a forkserver.
 """
@@ -34,9 +34,8 @@ PRELOAD_MODULES = [
     # The LLM client (litellm alone costs seconds of CPU), so no worker imports it.
     "notarius_dagster.llm.client",
     *_STORAGE_MODULES,
-    # Last: litellm's first-call work (0.35-0.5 s of CPU), so no worker pays it, then
-    # everything above frozen for the workers' lives (engine/long_lived.py).
-    "notarius_dagster.run.forkserver_warm",
+    # Last: everything above frozen for the workers' lives.
+    "notarius_dagster.run.forkserver_freeze",
 ]
 """Modules a session worker needs, imported once by the forkserver so each worker is a fork,
 not an import."""
