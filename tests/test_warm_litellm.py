@@ -1,7 +1,8 @@
 """litellm's lazy first-call work done offline before a lane's deadline starts
-(notarius_dagster/llm/warm.py, called by `LLMResource.load_client`): it must really load what litellm's first completion loads, send nothing, and
-leave no key behind. If a litellm upgrade breaks the warm-up (it never raises), this fails
-instead of every run silently paying the first call's imports on its lanes' time."""
+(notarius_dagster/llm/warm.py, called by `LLMResource.load_client`): it must really load what
+litellm's first completion loads, send nothing, and leave no key behind. If a litellm upgrade
+breaks the warm-up (it never raises), this fails instead of every run silently paying the first
+call's imports on its lanes' time."""
 
 from __future__ import annotations
 
