@@ -154,3 +154,41 @@ def test_sessions_add_is_requested_from_source_document_and_nothing_runs_without
 
     again = add_session(instance, "fresh", store.transcripts / "fresh.jsonl", store)
     assert not again.new_partition and not again.transcript_changed
+
+
+def test_an_edit_seen_on_the_tick_that_sees_the_old_codes_last_run_is_still_re_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, instance: DagsterInstance
+) -> None:
+    """The sensor looks, a run made by the old code ends, the prompt is edited and the code
+    location reloaded, all before the sensor's next look: that look sees the materialization
+    and the new code version together, and the session must still be re-run. (With Dagster's
+    `since_last_handled()` the materialization reset the change and the edit was lost; the
+    end-to-end test, tests/test_e2e_automation.py, missed its re-run 2 times in 6.)"""
+    data = tmp_path / "data"
+    register_transcript(data / "transcripts", "one", slice_of(tmp_path, "one", 0, 40))
+    defs = build_run_definitions(profile=COMPLETE, data_root=data, llm_profile="test-double")
+    instance.add_dynamic_partitions("sessions", ["one"])
+    before_the_run = evaluate_automation_conditions(defs=defs, instance=instance)
+    with scripted_llm(lane_doubles.complete_responder):
+        outcome = run_session(
+            session_id="one",
+            profile=COMPLETE,
+            data_root=data,
+            llm_profile="test-double",
+            instance=instance,
+            quiet=True,
+        )
+    assert outcome.success, outcome.error
+
+    prompt = tmp_path / "npcs-prompt.md"
+    prompt.write_text(NPCS.prompt.read_text() + "\nPrefer full names.\n")
+    lane_doubles.use_prompt(monkeypatch, NPCS.kind, prompt)
+    edited = build_run_definitions(profile=COMPLETE, data_root=data, llm_profile="test-double")
+    seen_together = evaluate_automation_conditions(
+        defs=edited, instance=instance, cursor=before_the_run.cursor
+    )
+    assert requested(seen_together).get("npcs") == {"one"}
+    after = evaluate_automation_conditions(
+        defs=edited, instance=instance, cursor=seen_together.cursor
+    )
+    assert "npcs" not in requested(after), "a requested change is not requested again"
