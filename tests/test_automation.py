@@ -57,6 +57,20 @@ def requested(result: object) -> dict[str, set[str]]:
     return out
 
 
+def materialize(session: str, data: Path, instance: DagsterInstance) -> None:
+    """One run of the session's whole graph with the complete profile and the test double."""
+    with scripted_llm(lane_doubles.complete_responder):
+        outcome = run_session(
+            session_id=session,
+            profile=COMPLETE,
+            data_root=data,
+            llm_profile="test-double",
+            instance=instance,
+            quiet=True,
+        )
+    assert outcome.success, outcome.error
+
+
 def test_every_session_asset_carries_a_condition_and_one_sensor_evaluates_them(
     tmp_path: Path,
 ) -> None:
@@ -89,18 +103,9 @@ def test_a_prompt_edit_requests_only_that_lane_and_its_dependants(
 ) -> None:
     data = tmp_path / "data"
     sessions = {"one": slice_of(tmp_path, "one", 0, 40), "two": slice_of(tmp_path, "two", 40, 80)}
-    with scripted_llm(lane_doubles.complete_responder):
-        for session, path in sessions.items():
-            register_transcript(data / "transcripts", session, path)
-            outcome = run_session(
-                session_id=session,
-                profile=COMPLETE,
-                data_root=data,
-                llm_profile="test-double",
-                instance=instance,
-                quiet=True,
-            )
-            assert outcome.success, outcome.error
+    for session, path in sessions.items():
+        register_transcript(data / "transcripts", session, path)
+        materialize(session, data, instance)
     instance.add_dynamic_partitions("sessions", ["bare"])  # no transcript: never requested
 
     defs = build_run_definitions(profile=COMPLETE, data_root=data, llm_profile="test-double")
@@ -169,16 +174,7 @@ def test_an_edit_seen_on_the_tick_that_sees_the_old_codes_last_run_is_still_re_r
     defs = build_run_definitions(profile=COMPLETE, data_root=data, llm_profile="test-double")
     instance.add_dynamic_partitions("sessions", ["one"])
     before_the_run = evaluate_automation_conditions(defs=defs, instance=instance)
-    with scripted_llm(lane_doubles.complete_responder):
-        outcome = run_session(
-            session_id="one",
-            profile=COMPLETE,
-            data_root=data,
-            llm_profile="test-double",
-            instance=instance,
-            quiet=True,
-        )
-    assert outcome.success, outcome.error
+    materialize("one", data, instance)
 
     prompt = tmp_path / "npcs-prompt.md"
     prompt.write_text(NPCS.prompt.read_text() + "\nPrefer full names.\n")
