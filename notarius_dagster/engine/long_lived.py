@@ -23,6 +23,7 @@ for ever on workers that were never told to stop."""
 from __future__ import annotations
 
 import gc
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -31,12 +32,18 @@ from contextlib import contextmanager
 def loading_for_life() -> Iterator[None]:
     """Import code that lives until the process exits: no collection while it loads, and what
     it left (with everything allocated before it) frozen afterwards. A collector that was
-    already disabled stays disabled."""
+    already disabled stays disabled.
+
+    Frozen only when the block loaded a module: a block whose imports were all done already
+    (the second session of one `notarius run`, every level step after a process's first)
+    freezes nothing, so the garbage of the work between two such blocks is still collected."""
     enabled = gc.isenabled()
+    loaded = len(sys.modules)
     gc.disable()
     try:
         yield
     finally:
-        gc.freeze()
+        if len(sys.modules) > loaded:
+            gc.freeze()
         if enabled:
             gc.enable()
